@@ -1,0 +1,215 @@
+import { randomBytes } from "node:crypto";
+import { Code, ConnectError, type Client, type ServiceImpl } from "@connectrpc/connect";
+import { MemberRole } from "../gen/replay/common/v1/common_pb.js";
+import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
+import type { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
+import type { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
+import { buildEvent } from "../lib/bus/events.js";
+import { enqueue } from "../lib/bus/outbox.js";
+import { DomainError } from "../lib/errors.js";
+import { isUuid, newId } from "../lib/ids.js";
+import { trustedHeaders } from "../lib/rpc/context.js";
+import { hashApiKey, mintApiKey } from "./auth/api-key.js";
+import type { KeyCache } from "./auth/key-cache.js";
+import { isScope } from "./auth/scopes.js";
+import type { IdentityStore, PlanInput, TenantRow } from "./store.js";
+
+/** A new tenant's plan when replayctl names no value (operations.md `tenant create`). */
+export const defaultPlan: PlanInput = {
+  name: "",
+  serverLimit: 10,
+  storageQuotaBytes: 10 * 1024 ** 3,
+  rateLimitRps: 50,
+  rateLimitBurst: 100,
+};
+
+export type AdminDeps = {
+  store: IdentityStore;
+  keyCache: KeyCache;
+  servers: Client<typeof ServersService>;
+  replays: Client<typeof ReplaysService>;
+};
+
+const roleNames: Partial<Record<MemberRole, string>> = {
+  [MemberRole.OWNER]: "owner",
+  [MemberRole.ADMIN]: "admin",
+  [MemberRole.MEMBER]: "member",
+  [MemberRole.VIEWER]: "viewer",
+};
+
+function requireId(value: string, what: string): string {
+  if (!isUuid(value)) throw new DomainError("INVALID_ARGUMENT", `${what} must be a UUID`);
+  return value.toLowerCase();
+}
+
+function planField(value: bigint | number | undefined, what: string, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < min) throw new DomainError("INVALID_ARGUMENT", `${what} must be a whole number of at least ${min}`);
+  return n;
+}
+
+function tenantUpserted(tenant: TenantRow) {
+  return buildEvent("identity.tenant.upserted", {
+    tenantId: tenant.tenant_id,
+    serverLimit: BigInt(tenant.server_limit),
+    storageQuotaBytes: BigInt(tenant.storage_quota_bytes),
+    version: BigInt(tenant.version),
+  });
+}
+
+/**
+ * The gateway's internal admin API (INTERNAL_PORT): what the dashboard does for tenants, members
+ * and keys. Plan changes are published as identity.tenant.upserted through the outbox, in the
+ * transaction that made them.
+ */
+export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof IdentityAdminService> {
+  const { store } = deps;
+  const schema = store.db.schema;
+  return {
+    async createTenant(req) {
+      const plan: PlanInput = {
+        name: req.name ?? defaultPlan.name,
+        serverLimit: planField(req.serverLimit, "server limit", 0) ?? defaultPlan.serverLimit,
+        storageQuotaBytes: planField(req.storageQuotaBytes, "storage quota", 0) ?? defaultPlan.storageQuotaBytes,
+        rateLimitRps: planField(req.rateLimitRps, "rate limit rps", 1) ?? defaultPlan.rateLimitRps,
+        rateLimitBurst: planField(req.rateLimitBurst, "rate limit burst", 1) ?? defaultPlan.rateLimitBurst,
+      };
+      const tenant = await store.db.transaction(async (tx) => {
+        const row = await store.insertTenant(tx, newId(), plan);
+        await enqueue(tx, schema, tenantUpserted(row));
+        return row;
+      });
+      return { tenantId: tenant.tenant_id };
+    },
+
+    async updateTenant(req) {
+      const tenantId = requireId(req.tenantId, "tenant");
+      const plan: Partial<PlanInput> = {
+        name: req.name,
+        serverLimit: planField(req.serverLimit, "server limit", 0),
+        storageQuotaBytes: planField(req.storageQuotaBytes, "storage quota", 0),
+        rateLimitRps: planField(req.rateLimitRps, "rate limit rps", 1),
+        rateLimitBurst: planField(req.rateLimitBurst, "rate limit burst", 1),
+      };
+      await store.db.transaction(async (tx) => {
+        const row = await store.updateTenantPlan(tx, tenantId, plan);
+        if (!row) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
+        await enqueue(tx, schema, tenantUpserted(row));
+      });
+      return { tenantId };
+    },
+
+    async getTenant(req) {
+      const tenantId = requireId(req.tenantId, "tenant");
+      const tenant = await store.findTenantById(tenantId);
+      if (!tenant) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
+      const headers = trustedHeaders({ tenantId });
+      const [slots, storage] = await Promise.all([
+        usage(() => deps.servers.getSlotUsage({}, { headers }).then((r) => r.serversUsed)),
+        usage(() => deps.replays.getStorageUsage({}, { headers }).then((r) => r.storageUsedBytes)),
+      ]);
+      return {
+        tenant: {
+          tenantId,
+          name: tenant.name,
+          serverLimit: BigInt(tenant.server_limit),
+          serversUsed: slots,
+          storageQuotaBytes: BigInt(tenant.storage_quota_bytes),
+          storageUsedBytes: storage,
+          rateLimitRps: tenant.rate_limit_rps,
+          rateLimitBurst: tenant.rate_limit_burst,
+        },
+      };
+    },
+
+    async addMember(req) {
+      const tenantId = requireId(req.tenantId, "tenant");
+      const role = roleNames[req.role];
+      if (!role) throw new DomainError("INVALID_ARGUMENT", "role must be owner, admin, member or viewer");
+      if (!(await store.findTenantById(tenantId))) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
+      const memberId = newId();
+      await store.insertMember(memberId, tenantId, role, req.instanceSettings ?? true);
+      return { memberId };
+    },
+
+    async updateMember(req) {
+      const memberId = requireId(req.memberId, "member");
+      const role = req.role === MemberRole.UNSPECIFIED ? undefined : roleNames[req.role];
+      if (req.role !== MemberRole.UNSPECIFIED && !role) throw new DomainError("INVALID_ARGUMENT", "unknown role");
+      if (!(await store.updateMember(memberId, role, req.instanceSettings))) {
+        throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId}`);
+      }
+      return { memberId };
+    },
+
+    async removeMember(req) {
+      const memberId = requireId(req.memberId, "member");
+      if (!(await store.updateMemberRemoved(memberId))) throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId}`);
+      return { memberId };
+    },
+
+    async grantMember(req) {
+      const memberId = requireId(req.memberId, "member");
+      if ((req.categoryId === "") === (req.serverId === "")) {
+        throw new DomainError("INVALID_ARGUMENT", "grant exactly one of a category or a server");
+      }
+      const grant = req.categoryId ? { categoryId: requireId(req.categoryId, "category") } : { serverId: requireId(req.serverId, "server") };
+      if (!(await store.findMemberById(store.db, memberId))) throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId}`);
+      await store.insertMemberGrant(memberId, grant);
+      return { memberId };
+    },
+
+    async createApiKey(req) {
+      const tenantId = requireId(req.tenantId, "tenant");
+      const scopes = [...new Set(req.scopes.map((scope) => scope.trim()))];
+      const unknown = scopes.filter((scope) => !isScope(scope));
+      if (scopes.length === 0 || unknown.length > 0) {
+        throw new DomainError("INVALID_ARGUMENT", `scopes must be one or more of replays:read, replays:write, servers:read, servers:write, collections:write${unknown.length ? `; unknown: ${unknown.join(", ")}` : ""}`);
+      }
+      if (!(await store.findTenantById(tenantId))) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
+      let memberId: string | null = null;
+      if (req.memberId !== "") {
+        memberId = requireId(req.memberId, "member");
+        const member = await store.findMemberById(store.db, memberId);
+        if (!member || member.tenant_id !== tenantId) throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId} in tenant ${tenantId}`);
+      }
+      const key = mintApiKey();
+      const keyId = newId();
+      await store.insertApiKey({ keyId, tenantId, memberId, keyHash: hashApiKey(key), scopes });
+      return { keyId, key };
+    },
+
+    async revokeApiKey(req) {
+      const keyId = requireId(req.keyId, "key id");
+      const revoked = await store.db.transaction(async (tx) => {
+        const row = await store.updateApiKeyRevoked(tx, keyId);
+        if (!row) throw new DomainError("KEY_NOT_FOUND", `no key ${keyId}`);
+        await enqueue(tx, schema, buildEvent("identity.key.revoked", { tenantId: row.tenant_id, keyId, keyHash: row.key_hash }));
+        return row;
+      });
+      // This replica drops it now; the others on the broadcast, and within the cache TTL at worst.
+      deps.keyCache.evict(revoked.key_hash);
+      return { keyId };
+    },
+
+    async createSigningKey(req) {
+      const tenantId = requireId(req.tenantId, "tenant");
+      if (!(await store.findTenantById(tenantId))) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
+      const kid = `kid_${randomBytes(12).toString("hex")}`;
+      const secret = `sks_${randomBytes(32).toString("base64url")}`;
+      await store.insertSigningKey(kid, tenantId, secret);
+      return { kid, secret };
+    },
+  };
+}
+
+/** Usage figures from a service that is not built yet read as 0 rather than failing `tenant show`. */
+async function usage(fetch: () => Promise<bigint>): Promise<bigint> {
+  try {
+    return await fetch();
+  } catch (err) {
+    if (err instanceof ConnectError && err.code === Code.Unimplemented) return 0n;
+    throw err;
+  }
+}

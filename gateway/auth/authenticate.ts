@@ -1,0 +1,85 @@
+import { DomainError } from "../../lib/errors.js";
+import { canonicalQuery, canonicalString, hmacSha256Hex, sha256Hex } from "../../lib/signing.js";
+import type { IdentityStore, ApiKeyIdentityRow } from "../store.js";
+import { hashApiKey, isWellFormedApiKey, parseBearerAuthorization } from "./api-key.js";
+import type { KeyCache } from "./key-cache.js";
+import { parseSignatureAuthorization, timingSafeEqualHex } from "./signature-header.js";
+
+/** decisions.md §2: `ts` more than 300 000 ms from server time is REQUEST_EXPIRED. */
+export const SIGNATURE_WINDOW_MS = 300_000;
+
+export type SignedRequest = {
+  authorization: string | undefined;
+  method: string;
+  path: string;
+  rawQuery: string;
+  body: Uint8Array | undefined;
+};
+
+export type Authenticator = {
+  /** Resolves a bearer API key; throws UNAUTHENTICATED or INVALID_API_KEY. */
+  apiKey(authorization: string | undefined): Promise<ApiKeyIdentityRow>;
+  /** Verifies an FV1-HMAC-SHA256 signed request and uses up its nonce; returns the tenant id. */
+  signature(req: SignedRequest): Promise<string>;
+};
+
+export function createAuthenticator(deps: { store: IdentityStore; keyCache: KeyCache; now: () => number }): Authenticator {
+  const { store, keyCache, now } = deps;
+  return {
+    async apiKey(authorization) {
+      const bearer = parseBearerAuthorization(authorization);
+      if (!bearer.ok) throw new DomainError("UNAUTHENTICATED", "send Authorization: Bearer <API key>");
+      // A token that cannot be a key is refused without a lookup, with the same answer as an unknown key.
+      if (!isWellFormedApiKey(bearer.token)) throw new DomainError("INVALID_API_KEY", "the API key is not valid");
+      const keyHash = hashApiKey(bearer.token);
+      const cached = keyCache.get(keyHash, now());
+      if (cached) return cached;
+      const identity = await store.findApiKeyIdentityByHash(keyHash);
+      if (!identity) throw new DomainError("INVALID_API_KEY", "the API key is not valid");
+      keyCache.set(keyHash, identity, now());
+      return identity;
+    },
+
+    // The checks run in decisions.md §2's order; the first failure answers, and only a request
+    // that passes every check uses up its nonce.
+    async signature(req) {
+      const parsed = parseSignatureAuthorization(req.authorization);
+      if (!parsed.ok) {
+        const detail = {
+          UNAUTHENTICATED: "send Authorization: FV1-HMAC-SHA256 tenant=...,ts=...,nonce=...,kid=...,sig=...",
+          MISSING_TENANT: "the signature has no tenant parameter",
+          INVALID_SIGNATURE: "the signature parameters are malformed",
+        }[parsed.code];
+        throw new DomainError(parsed.code, detail);
+      }
+      const { tenant, ts, nonce, kid, sig } = parsed.params;
+      const tenantId = tenant.toLowerCase();
+      const key = await store.findSigningKeyByKid(kid);
+      const query = canonicalQuery(req.rawQuery);
+      const invalid = () => new DomainError("INVALID_SIGNATURE", "the signature does not match the request");
+      if (!key || key.tenant_id !== tenantId || query === undefined) throw invalid();
+      const expected = hmacSha256Hex(
+        key.secret,
+        canonicalString({
+          tenant,
+          ts,
+          nonce,
+          kid,
+          method: req.method,
+          path: req.path,
+          query,
+          bodySha256: sha256Hex(req.body ?? ""),
+        }),
+      );
+      if (!timingSafeEqualHex(expected, sig)) throw invalid();
+      const nowMs = now();
+      if (Math.abs(nowMs - ts) > SIGNATURE_WINDOW_MS) {
+        throw new DomainError("REQUEST_EXPIRED", "ts is more than 300 seconds from the server's time");
+      }
+      // Remembered until the request's own window closes; after that it is REQUEST_EXPIRED anyway.
+      const fresh = await store.insertNonce(kid, nonce, new Date(ts + SIGNATURE_WINDOW_MS + 1000));
+      if (!fresh) throw new DomainError("NONCE_REUSED", "this nonce was already used with this key");
+      return tenantId;
+    },
+  };
+}

@@ -1,0 +1,25 @@
+import type { DescService } from "@bufbuild/protobuf";
+import type { Client, ServiceImpl } from "@connectrpc/connect";
+import { contextHeaders } from "../lib/rpc/context.js";
+
+/**
+ * Serves a backend service's unary RPCs on the gateway's internal port by forwarding each call to
+ * the backend, so that operators and recorder tools need one address (REPLAYCTL_URL). The internal
+ * port is trusted (never public), so its callers' context headers are passed on as they are.
+ */
+export function forwardService<S extends DescService>(service: S, client: Client<S>): ServiceImpl<S> {
+  const impl: Record<string, unknown> = {};
+  for (const method of service.methods) {
+    if (method.methodKind !== "unary") continue;
+    const call = (client as Record<string, (req: unknown, options: unknown) => Promise<unknown>>)[method.localName];
+    impl[method.localName] = (req: unknown, ctx: { requestHeader: Headers; signal: AbortSignal; timeoutMs(): number | undefined }) => {
+      const headers: Record<string, string> = {};
+      for (const name of Object.values(contextHeaders)) {
+        const value = ctx.requestHeader.get(name);
+        if (value !== null) headers[name] = value;
+      }
+      return call?.(req, { headers, signal: ctx.signal, timeoutMs: ctx.timeoutMs() });
+    };
+  }
+  return impl as ServiceImpl<S>;
+}

@@ -1,0 +1,134 @@
+import { type Client, createClient } from "@connectrpc/connect";
+import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.js";
+import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
+import { MarkersService } from "../gen/replay/markers/v1/markers_pb.js";
+import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
+import { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
+import { RecorderService } from "../gen/replay/servers/v1/recorder_pb.js";
+import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
+import { WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
+import { decodeEvent } from "../lib/bus/events.js";
+import { outboxMigrations, startOutboxRelay } from "../lib/bus/outbox.js";
+import type { ServiceName } from "../lib/config.js";
+import { migrate, readMigrations } from "../lib/db/migrate.js";
+import { logger } from "../lib/log.js";
+import { sourceFolder } from "../lib/paths.js";
+import type { Platform } from "../lib/platform.js";
+import { createTransportPool } from "../lib/rpc/clients.js";
+import { createHealthService } from "../lib/rpc/health.js";
+import { createRpcServer } from "../lib/rpc/server.js";
+import type { Running } from "../lib/service-host.js";
+import { createIdentityAdminService } from "./admin.js";
+import { buildApp } from "./app.js";
+import { createAuthenticator } from "./auth/authenticate.js";
+import { createKeyCache } from "./auth/key-cache.js";
+import { forwardService } from "./forward.js";
+import { createRateLimiter } from "./rate-limit.js";
+import { publicRoutes } from "./routes/table.js";
+import { createIdentityStore } from "./store.js";
+
+const log = logger("gateway:main");
+
+export type GatewayOptions = {
+  port: number;
+  internalPort: number;
+  host: string;
+  serviceUrls: Readonly<Record<ServiceName, string>>;
+  replicas: number;
+};
+
+export type RunningGateway = Running & {
+  internalUrl: string;
+  port: number;
+  internalPort: number;
+  /** True when no tenant existed at start: a fresh data directory. */
+  fresh: boolean;
+};
+
+const NONCE_SWEEP_MS = 60_000;
+
+/** The gateway: public REST on `port`, the internal admin API (Connect/gRPC, h2c) on `internalPort`. */
+export async function start(platform: Platform, options: GatewayOptions): Promise<RunningGateway> {
+  const db = platform.openDb("identity", { poolMax: 20 });
+  await migrate(db, [...outboxMigrations("identity"), ...(await readMigrations(sourceFolder(import.meta.url, "./migrations")))]);
+  const relay = startOutboxRelay({ db, bus: platform.bus });
+  const store = createIdentityStore(db);
+  const fresh = (await store.countTenants()) === 0;
+  const keyCache = createKeyCache();
+  const now = () => Date.now();
+
+  const pool = createTransportPool();
+  const transport = (name: ServiceName) => pool.transport(options.serviceUrls[name]);
+  const servers = createClient(ServersService, transport("servers"));
+  const replays = createClient(ReplaysService, transport("replays"));
+  const backends: [ServiceName, Client<typeof Health>][] = (["markers", "servers", "replays", "webhooks"] as const).map(
+    (name) => [name, createClient(Health, transport(name))],
+  );
+
+  // Every replica evicts a revoked key at once; the cache TTL bounds it if this message is late.
+  const stopRevocations = await platform.bus.broadcast(["identity.key.revoked"], async (msg) => {
+    keyCache.evict(decodeEvent("identity.key.revoked", msg.data).keyHash);
+  });
+  const sweep = setInterval(() => {
+    store.deleteNoncesExpired(new Date()).catch((err) => log.warn({ err }, "nonce sweep failed"));
+  }, NONCE_SWEEP_MS);
+  sweep.unref();
+
+  const isReady = async () => {
+    await db.query("SELECT 1");
+    if (!platform.bus.isReady()) return false;
+    const answers = await Promise.all(
+      backends.map(([, health]) =>
+        health.check({ service: "" }, { timeoutMs: 2000 }).then(
+          (res) => res.status === HealthCheckResponse_ServingStatus.SERVING,
+          () => false,
+        ),
+      ),
+    );
+    return answers.every(Boolean);
+  };
+
+  const app = buildApp({
+    routes: publicRoutes({ servers, replays }),
+    authenticator: createAuthenticator({ store, keyCache, now }),
+    rateLimiter: createRateLimiter({ replicas: options.replicas }),
+    store,
+    isReady,
+    now,
+  });
+  await app.listen({ port: options.port, host: options.host });
+  const port = app.server.address() as { port: number };
+
+  const admin = await createRpcServer({
+    name: "gateway-internal",
+    port: options.internalPort,
+    host: options.host,
+    routes(router) {
+      router.service(IdentityAdminService, createIdentityAdminService({ store, keyCache, servers, replays }));
+      router.service(ServersService, forwardService(ServersService, servers));
+      router.service(RecorderService, forwardService(RecorderService, createClient(RecorderService, transport("servers"))));
+      router.service(ReplaysService, forwardService(ReplaysService, replays));
+      router.service(RecordingService, forwardService(RecordingService, createClient(RecordingService, transport("replays"))));
+      router.service(MarkersService, forwardService(MarkersService, createClient(MarkersService, transport("markers"))));
+      router.service(WebhooksService, forwardService(WebhooksService, createClient(WebhooksService, transport("webhooks"))));
+      router.service(Health, createHealthService([IdentityAdminService.typeName], isReady));
+    },
+  });
+  log.info({ port: port.port, internalPort: admin.port }, "gateway listening");
+
+  return {
+    url: `http://127.0.0.1:${port.port}`,
+    internalUrl: admin.url,
+    port: port.port,
+    internalPort: admin.port,
+    fresh,
+    async close() {
+      // Stop taking requests first (in-flight ones finish), then the background work, then the pool.
+      await Promise.all([app.close(), admin.close()]);
+      clearInterval(sweep);
+      await stopRevocations();
+      await relay.stop();
+      await db.close();
+    },
+  };
+}

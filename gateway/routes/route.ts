@@ -1,0 +1,55 @@
+import type { IncomingHttpHeaders } from "node:http";
+import type { CallOptions } from "@connectrpc/connect";
+import type { Actor } from "../../gen/replay/common/v1/common_pb.js";
+import { DomainError } from "../../lib/errors.js";
+import type { Scope } from "../auth/scopes.js";
+
+/** What a route handler gets once the request is authenticated, rate-limited and scoped. */
+export type RouteCall = {
+  tenantId: string;
+  /** The key's member, read fresh for this request; set only on routes with `actor: true`. */
+  actor: Actor | undefined;
+  params: Readonly<Record<string, string>>;
+  rawQuery: string;
+  body: Buffer | undefined;
+  headers: IncomingHttpHeaders;
+  /** Trusted context headers, deadline and cancellation for the one RPC the route makes. */
+  rpc: CallOptions;
+};
+
+export type RouteReply = { status: number; body?: unknown };
+
+/**
+ * One public route: its authentication scheme and, for API-key routes, the scope it needs. The
+ * table of all of them (routes/table.ts) is the whole public surface; 404 and 405 follow from it.
+ */
+export type Route = {
+  method: "GET" | "POST" | "PATCH" | "DELETE";
+  /** find-my-way syntax: /v1/api/servers/:id */
+  path: string;
+  auth: "api-key" | "signature";
+  scope?: Scope;
+  /** Resolve the key's member fresh for this request (servers management). */
+  actor?: boolean;
+  handle(call: RouteCall): Promise<RouteReply>;
+};
+
+/** The body as a JSON object, or INVALID_BODY (decisions.md §1: first in every validation order). */
+export function readJsonObject(call: RouteCall): Record<string, unknown> {
+  const text = call.body?.toString("utf8") ?? "";
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new DomainError("INVALID_BODY", "the body is not valid JSON");
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new DomainError("INVALID_BODY", "the body must be a JSON object");
+  }
+  return value as Record<string, unknown>;
+}
+
+/** A route whose service is not built yet: it answers, after authentication, 501. */
+export async function notImplemented(): Promise<RouteReply> {
+  throw new DomainError("NOT_IMPLEMENTED", "this route's service is not implemented yet");
+}

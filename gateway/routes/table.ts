@@ -1,0 +1,22 @@
+import type { Client } from "@connectrpc/connect";
+import type { ReplaysService } from "../../gen/replay/replays/v1/replays_pb.js";
+import type { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
+import { markerRoutes } from "./markers.js";
+import { replayRoutes } from "./replays.js";
+import type { Route } from "./route.js";
+import { serverRoutes } from "./servers.js";
+import { webhookRoutes } from "./webhooks.js";
+
+export type BackendClients = {
+  servers: Client<typeof ServersService>;
+  replays: Client<typeof ReplaysService>;
+};
+
+/**
+ * Every public route of replay-api.md and decisions.md, with its authentication scheme and scope.
+ * The table is complete from the start, so authentication, scope, 404 and 405 hold on every route
+ * even where the service behind it is not built yet (those answer 501 after authentication).
+ */
+export function publicRoutes(clients: BackendClients): Route[] {
+  return [...markerRoutes(), ...serverRoutes(clients.servers), ...replayRoutes(clients.replays), ...webhookRoutes()];
+}

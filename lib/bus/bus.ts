@@ -1,0 +1,68 @@
+/** One event as a consumer sees it: its subject, its event id and the encoded payload. */
+export type BusMessage = { subject: string; eventId: string; data: Uint8Array };
+
+/** Applies one event; a rejection asks for redelivery (durable) or is logged (broadcast). */
+export type BusHandler = (msg: BusMessage) => Promise<void>;
+
+/**
+ * The event bus of ARCHITECTURE.md §Events. Two adapters implement it: JetStream (`nats.ts`) for
+ * the distributed mode and an in-process one (`memory.ts`) for the embedded mode.
+ */
+export interface Bus {
+  /** Publishes durably: resolves once the broker has stored it; the same eventId published twice is stored once. */
+  publish(subject: string, eventId: string, data: Uint8Array): Promise<void>;
+  /** A durable, shared consumer (at-least-once; the message is acked only after handler resolves, redelivered after a throw, with backoff). Several processes subscribing with the same durable name share the work. Resolves to a stop function that waits for the in-flight handler. */
+  subscribe(durable: string, subjects: readonly string[], handler: BusHandler): Promise<() => Promise<void>>;
+  /** Every process gets every message published from now on (used by gateway replicas for key revocations); no durability. */
+  broadcast(subjects: readonly string[], handler: BusHandler): Promise<() => Promise<void>>;
+  /** True when the broker is reachable (readiness). */
+  isReady(): boolean;
+  close(): Promise<void>;
+}
+
+/** The producing services; each owns one stream and the subjects under `<producer>.`. */
+export const producers = ["identity", "servers", "replays"] as const;
+export type Producer = (typeof producers)[number];
+
+// Tokens are lower snake_case so that adapters can derive names from subjects without collisions.
+const token = "[a-z0-9_]+";
+const publishSubject = new RegExp(`^(${producers.join("|")})\\.${token}\\.${token}$`);
+const subjectPattern = new RegExp(`^(${producers.join("|")})(\\.(${token}|\\*))*(\\.>)?$`);
+
+/**
+ * Checks a subject an event is published on: `<producer>.<entity>.<verb>`, no wildcards. Returns
+ * its producer. Throws on anything else, since a wrong subject is a programmer error.
+ */
+export function assertPublishSubject(subject: string): Producer {
+  const match = publishSubject.exec(subject);
+  if (!match) throw new Error(`invalid event subject ${subject}: want <producer>.<entity>.<verb>`);
+  return match[1] as Producer;
+}
+
+/**
+ * Checks a subject filter a consumer subscribes to: a literal producer, then tokens or `*`, and
+ * optionally a final `>`. Returns its producer.
+ */
+export function assertSubjectPattern(pattern: string): Producer {
+  const match = subjectPattern.exec(pattern);
+  if (!match) throw new Error(`invalid subject filter ${pattern}`);
+  return match[1] as Producer;
+}
+
+/** NATS subject matching: `*` matches one token, a final `>` one or more. */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const want = pattern.split(".");
+  const have = subject.split(".");
+  for (const [i, part] of want.entries()) {
+    if (part === ">") return have.length > i;
+    if (i >= have.length) return false;
+    if (part !== "*" && part !== have[i]) return false;
+  }
+  return want.length === have.length;
+}
+
+/** A durable name both adapters accept (JetStream consumer names exclude `.`, `*`, `>`). */
+export function assertDurableName(durable: string): string {
+  if (!/^[A-Za-z0-9_]{1,64}$/.test(durable)) throw new Error(`invalid durable name ${durable}`);
+  return durable;
+}

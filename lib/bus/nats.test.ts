@@ -1,0 +1,65 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { connect, StorageType } from "nats";
+import { describe, expect, it, onTestFinished } from "vitest";
+import { createNatsTestBus, deleteNamespaceStreams, describeBusContract, recorder, waitFor } from "./_testing.js";
+import { createNatsBus, natsStreamName } from "./nats.js";
+
+const servers = process.env.NATS_URL ?? "";
+
+// Needs a NATS server with JetStream; CI sets NATS_URL. Without it the memory bus covers the contract.
+describe.skipIf(!servers)("NATS JetStream bus (skipped: NATS_URL is not set)", () => {
+  describeBusContract(() => createNatsTestBus(servers));
+
+  it("creates the producers' streams with file storage and a two-minute duplicate window, even when started twice at once", async () => {
+    const namespace = `t${randomBytes(6).toString("hex")}`;
+    onTestFinished(() => deleteNamespaceStreams(servers, namespace));
+    const buses = await Promise.all([1, 2, 3].map(() => createNatsBus({ servers, namespace })));
+    onTestFinished(() => Promise.all(buses.map((bus) => bus.close())).then(() => {}));
+
+    const nc = await connect({ servers });
+    onTestFinished(() => nc.close());
+    const jsm = await nc.jetstreamManager();
+    for (const producer of ["identity", "servers", "replays"] as const) {
+      const { config } = await jsm.streams.info(natsStreamName(producer, namespace));
+      expect(config.subjects).toEqual([`${namespace}.${producer}.>`]);
+      expect(config.storage).toBe(StorageType.File);
+      expect(config.duplicate_window).toBeGreaterThanOrEqual(120_000_000_000);
+    }
+  });
+
+  it("keeps namespaces apart on one server", async () => {
+    await using a = await createNatsTestBus(servers);
+    await using b = await createNatsTestBus(servers);
+    const inA = recorder();
+    const inB = recorder();
+    onTestFinished(await a.bus.subscribe("isolated", ["servers.server.created"], inA.handler));
+    onTestFinished(await b.bus.subscribe("isolated", ["servers.server.created"], inB.handler));
+    const forA = randomUUID();
+    const forB = randomUUID();
+    await a.bus.publish("servers.server.created", forA, new Uint8Array());
+    await b.bus.publish("servers.server.created", forB, new Uint8Array());
+    await waitFor("both events", () => inA.received.length > 0 && inB.received.length > 0);
+    expect(inA.ids()).toEqual([forA]);
+    expect(inB.ids()).toEqual([forB]);
+  });
+
+  it("sends the event id as Nats-Msg-Id on the namespaced subject", async () => {
+    const namespace = `t${randomBytes(6).toString("hex")}`;
+    onTestFinished(() => deleteNamespaceStreams(servers, namespace));
+    const bus = await createNatsBus({ servers, namespace });
+    onTestFinished(() => bus.close());
+    const eventId = randomUUID();
+    await bus.publish("replays.asset.ready", eventId, new TextEncoder().encode("payload"));
+    await bus.publish("replays.asset.ready", eventId, new TextEncoder().encode("payload"));
+
+    const nc = await connect({ servers });
+    onTestFinished(() => nc.close());
+    const jsm = await nc.jetstreamManager();
+    const stream = natsStreamName("replays", namespace);
+    expect((await jsm.streams.info(stream)).state.messages).toBe(1);
+    const stored = await jsm.streams.getMessage(stream, { seq: 1 });
+    expect(stored.subject).toBe(`${namespace}.replays.asset.ready`);
+    expect(stored.header.get("Nats-Msg-Id")).toBe(eventId);
+    expect(new TextDecoder().decode(stored.data)).toBe("payload");
+  });
+});

@@ -1,0 +1,315 @@
+import { AckPolicy, ConsumerEvents, DeliverPolicy, Events, RetentionPolicy, StorageType, connect, nanos } from "nats";
+import type { ConsumerConfig, ConsumerMessages, JetStreamManager, JsMsg, NatsConnection, NatsError } from "nats";
+import { logger } from "../log.js";
+import type { Bus, BusHandler, Producer } from "./bus.js";
+import { assertDurableName, assertPublishSubject, assertSubjectPattern, producers } from "./bus.js";
+
+const log = logger("lib:bus:nats");
+
+// At least two minutes (the brief of the outbox relay): a relay that published, failed to mark the
+// row and retries after a broker restart or a backoff still falls inside the window.
+const duplicateWindowMs = 2 * 60_000;
+const ackWaitMs = 30_000;
+// Few messages in flight per process: the others stay available to other replicas, and buffered
+// messages do not use up their ack wait while a slow handler runs.
+const pullBatch = 16;
+const nakBaseMs = 500;
+const nakMaxMs = 30_000;
+const restartBaseMs = 250;
+const restartMaxMs = 5_000;
+const drainTimeoutMs = 5_000;
+
+const streamNameInUse = 10058;
+
+export type NatsBusOptions = {
+  /** One URL or several, comma-separated. */
+  servers: string;
+  /** Prefixes stream names and subjects on the wire; tests use it to share one server. */
+  namespace?: string;
+  /** The connection name the server shows (monitoring). */
+  name?: string;
+};
+
+/**
+ * The JetStream adapter of the distributed mode. It connects with unlimited reconnects and
+ * makes sure the producers' streams exist (file storage, limits retention, a duplicate window of
+ * two minutes), creating or updating them so that replicas may start at the same time. The event
+ * id travels as `Nats-Msg-Id`, so JetStream stores a re-published event once.
+ *
+ * `subscribe` maps each subject filter of a durable to one durable pull consumer on the
+ * producer's stream (named `<durable>-<subject tokens>`; servers before 2.10 allow one filter per
+ * consumer). Messages are acked after the handler resolved and nak'ed with a growing delay after
+ * it threw; order and one-at-a-time hold per subject filter and process, and replicas sharing the
+ * durable run in parallel, so handlers must tolerate concurrency (the inbox makes them idempotent).
+ */
+export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
+  const namespace = options.namespace === undefined ? undefined : assertNamespace(options.namespace);
+  const toWire = (subject: string) => (namespace === undefined ? subject : `${namespace}.${subject}`);
+  const fromWire = (subject: string) => (namespace === undefined ? subject : subject.slice(namespace.length + 1));
+  const streamOf = (producer: Producer) => natsStreamName(producer, namespace);
+
+  const nc = await connect({
+    servers: options.servers.split(",").map((server) => server.trim()),
+    name: options.name,
+    maxReconnectAttempts: -1,
+  });
+  let connected = true;
+  void watchConnection(nc, (up) => {
+    connected = up;
+  });
+
+  let jsm: JetStreamManager;
+  try {
+    jsm = await nc.jetstreamManager();
+    for (const producer of producers) await ensureStream(jsm, streamOf(producer), [toWire(`${producer}.>`)]);
+  } catch (err) {
+    await nc.close();
+    throw err;
+  }
+  const js = nc.jetstream();
+
+  const ensureConsumer = async (stream: string, name: string, filter: string): Promise<void> => {
+    const config: Partial<ConsumerConfig> = {
+      durable_name: name,
+      filter_subject: filter,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      max_deliver: -1,
+      ack_wait: nanos(ackWaitMs),
+    };
+    try {
+      await jsm.consumers.add(stream, config);
+    } catch (err) {
+      // An existing durable with an older configuration: bring the settings we own up to date.
+      const existing = await jsm.consumers.info(stream, name).catch(() => undefined);
+      if (existing === undefined) throw err;
+      await jsm.consumers.update(stream, name, { max_deliver: -1, ack_wait: nanos(ackWaitMs) });
+    }
+  };
+
+  const deliver = async (msg: JsMsg, handler: BusHandler): Promise<void> => {
+    const subject = fromWire(msg.subject);
+    const eventId = msg.headers?.get("Nats-Msg-Id") ?? "";
+    if (eventId === "") {
+      // Our publishers always set it; without it a consumer could not deduplicate, so retrying
+      // would only repeat the failure.
+      log.error({ subject, seq: msg.seq }, "message without Nats-Msg-Id; terminating it");
+      msg.term();
+      return;
+    }
+    // Keeps a long handler's message from being redelivered to another replica after ackWait.
+    const keepAlive = setInterval(() => msg.working(), ackWaitMs / 3);
+    try {
+      await handler({ subject, eventId, data: msg.data });
+    } catch (err) {
+      const delayMs = Math.min(nakBaseMs * 2 ** (msg.info.deliveryCount - 1), nakMaxMs);
+      log.warn({ err, subject, eventId, deliveries: msg.info.deliveryCount, delayMs }, "handler failed; redelivering later");
+      msg.nak(delayMs);
+      return;
+    } finally {
+      clearInterval(keepAlive);
+    }
+    msg.ack();
+  };
+
+  // One consume loop per consumer. The client resumes pulling by itself after a reconnect; the
+  // loop also restarts consumption (after re-creating the consumer) when the iterator ends or
+  // reports the consumer gone, so that nothing short of stop() ends it.
+  const startConsumeLoop = (stream: string, name: string, filter: string, handler: BusHandler) => {
+    let stopping = false;
+    let current: ConsumerMessages | undefined;
+    let wake: (() => void) | undefined;
+    const done = (async () => {
+      for (let failures = 0; !stopping; ) {
+        try {
+          if (failures > 0) await ensureConsumer(stream, name, filter);
+          const consumer = await js.consumers.get(stream, name);
+          const messages = await consumer.consume({ max_messages: pullBatch });
+          current = messages;
+          if (stopping) await messages.close();
+          void restartWhenGone(messages, name);
+          for await (const msg of messages) {
+            if (stopping) {
+              // Hands the buffered rest back at once instead of after ackWait.
+              msg.nak();
+              continue;
+            }
+            await deliver(msg, handler);
+            failures = 0;
+          }
+          if (!stopping) log.warn({ stream, consumer: name }, "consume ended; restarting");
+        } catch (err) {
+          if (!stopping) log.warn({ err, stream, consumer: name }, "consume failed; restarting");
+        } finally {
+          current = undefined;
+        }
+        if (stopping) break;
+        failures++;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, Math.min(restartBaseMs * 2 ** (failures - 1), restartMaxMs));
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        wake = undefined;
+      }
+    })();
+    return async () => {
+      stopping = true;
+      wake?.();
+      await current?.close();
+      await done;
+    };
+  };
+
+  const restartWhenGone = async (messages: ConsumerMessages, name: string): Promise<void> => {
+    for await (const status of await messages.status()) {
+      if (status.type === ConsumerEvents.ConsumerDeleted || status.type === ConsumerEvents.ConsumerNotFound) {
+        log.warn({ consumer: name, status: status.type }, "consumer gone; re-creating it");
+        await messages.close();
+        return;
+      }
+    }
+  };
+
+  const stops = new Set<() => Promise<void>>();
+  const track = (stop: () => Promise<void>) => {
+    const once = async () => {
+      if (!stops.delete(once)) return;
+      await stop();
+    };
+    stops.add(once);
+    return once;
+  };
+  let closing: Promise<void> | undefined;
+
+  return {
+    async publish(subject, eventId, data) {
+      const producer = assertPublishSubject(subject);
+      const ack = await js.publish(toWire(subject), data, { msgID: eventId, expect: { streamName: streamOf(producer) } });
+      if (ack.duplicate) log.debug({ subject, eventId }, "duplicate publish absorbed");
+    },
+
+    async subscribe(durable, subjects, handler) {
+      assertDurableName(durable);
+      if (subjects.length === 0) throw new Error(`durable ${durable} subscribes to no subject`);
+      const consumers = [...new Set(subjects)].map((pattern) => ({
+        stream: streamOf(assertSubjectPattern(pattern)),
+        name: consumerName(durable, pattern),
+        filter: toWire(pattern),
+      }));
+      // All consumers exist before any loop starts, so a failure leaves nothing running.
+      for (const c of consumers) await ensureConsumer(c.stream, c.name, c.filter);
+      const loops = consumers.map((c) => startConsumeLoop(c.stream, c.name, c.filter, handler));
+      return track(async () => {
+        await Promise.all(loops.map((stop) => stop()));
+      });
+    },
+
+    async broadcast(subjects, handler) {
+      for (const pattern of subjects) assertSubjectPattern(pattern);
+      let stopping = false;
+      const subs = subjects.map((pattern) => nc.subscribe(toWire(pattern)));
+      const loops = subs.map(async (sub) => {
+        for await (const msg of sub) {
+          if (stopping) break;
+          const subject = fromWire(msg.subject);
+          const eventId = msg.headers?.get("Nats-Msg-Id") ?? "";
+          try {
+            await handler({ subject, eventId, data: msg.data });
+          } catch (err) {
+            log.warn({ err, subject, eventId }, "broadcast handler failed");
+          }
+        }
+      });
+      // "From now on": the server knows the subscriptions once the flush returns.
+      await nc.flush();
+      return track(async () => {
+        stopping = true;
+        for (const sub of subs) sub.unsubscribe();
+        await Promise.all(loops);
+      });
+    },
+
+    isReady: () => connected && !nc.isClosed(),
+
+    close() {
+      closing ??= (async () => {
+        await Promise.all([...stops].map((stop) => stop()));
+        if (nc.isClosed()) return;
+        // Drain flushes what is pending; while the server is unreachable it could wait forever.
+        let timer: NodeJS.Timeout | undefined;
+        const timeout = new Promise<"timeout">((resolve) => {
+          timer = setTimeout(() => resolve("timeout"), drainTimeoutMs);
+        });
+        const drained = nc.drain().then(
+          () => "drained" as const,
+          (err: unknown) => {
+            log.warn({ err }, "drain failed");
+            return "failed" as const;
+          },
+        );
+        const outcome = await Promise.race([drained, timeout]);
+        clearTimeout(timer);
+        if (outcome !== "drained") await nc.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+/** The stream holding a producer's subjects, e.g. `IDENTITY` or, namespaced, `t1_IDENTITY`. */
+export function natsStreamName(producer: Producer, namespace?: string): string {
+  const name = producer.toUpperCase();
+  return namespace === undefined ? name : `${assertNamespace(namespace)}_${name}`;
+}
+
+function assertNamespace(namespace: string): string {
+  // A producer's name as namespace would overlap the un-namespaced streams' subjects.
+  if (!/^[A-Za-z0-9_]{1,32}$/.test(namespace) || (producers as readonly string[]).includes(namespace)) {
+    throw new Error(`invalid bus namespace ${namespace}`);
+  }
+  return namespace;
+}
+
+/**
+ * `markers` + `replays.recording.*` → `markers-replays-recording-ANY`. Subject tokens are lower
+ * case and durable names have no `-`, so distinct pairs never collide.
+ */
+function consumerName(durable: string, pattern: string): string {
+  const tokens = pattern.split(".").map((token) => (token === "*" ? "ANY" : token === ">" ? "ALL" : token));
+  return `${durable}-${tokens.join("-")}`;
+}
+
+async function ensureStream(jsm: JetStreamManager, name: string, subjects: string[]): Promise<void> {
+  const settings = { subjects, duplicate_window: nanos(duplicateWindowMs) };
+  try {
+    await jsm.streams.add({ name, storage: StorageType.File, retention: RetentionPolicy.Limits, ...settings });
+  } catch (err) {
+    // Exists with another configuration (an older release, or a replica that won the race with
+    // different settings): storage and retention cannot change in place, the rest can.
+    if ((err as NatsError).api_error?.err_code !== streamNameInUse) throw err;
+    const { config } = await jsm.streams.info(name);
+    const current = config.duplicate_window ?? 0;
+    const sameSubjects = subjects.every((s) => config.subjects.includes(s));
+    if (current >= settings.duplicate_window && sameSubjects) return;
+    await jsm.streams.update(name, {
+      subjects: [...new Set([...config.subjects, ...subjects])],
+      duplicate_window: Math.max(current, settings.duplicate_window),
+    });
+    log.info({ stream: name }, "updated stream settings");
+  }
+}
+
+async function watchConnection(nc: NatsConnection, onChange: (up: boolean) => void): Promise<void> {
+  for await (const status of nc.status()) {
+    if (status.type === Events.Disconnect) {
+      onChange(false);
+      log.warn({ server: status.data }, "disconnected from NATS");
+    } else if (status.type === Events.Reconnect) {
+      onChange(true);
+      log.info({ server: status.data }, "reconnected to NATS");
+    }
+  }
+}

@@ -1,0 +1,170 @@
+/**
+ * The process configuration, parsed once from the environment (spec/operations.md). This is the
+ * only module that reads process.env; loadConfig is pure so that tests call it with a literal.
+ */
+export const processNames = ["gateway", "markers", "servers", "replays", "webhooks"] as const;
+export type ProcessName = (typeof processNames)[number];
+export type ServiceName = Exclude<ProcessName, "gateway">;
+export const serviceNames: readonly ServiceName[] = ["markers", "servers", "replays", "webhooks"];
+
+/** Each service's own port when PORT is unset, so five local processes need no settings. */
+export const defaultServicePorts: Record<ServiceName, number> = {
+  markers: 9091,
+  servers: 9092,
+  replays: 9093,
+  webhooks: 9094,
+};
+
+export type Config = Readonly<{
+  /** Embedded: one process, embedded Postgres. Distributed: DATABASE_URL is set. */
+  mode: "embedded" | "distributed";
+  http: Readonly<{ port: number | undefined; internalPort: number; host: string }>;
+  db: Readonly<{ url: string | undefined; dataDir: string }>;
+  bus: Readonly<{ natsUrl: string | undefined }>;
+  serviceUrls: Readonly<Record<ServiceName, string>>;
+  gateway: Readonly<{ replicas: number }>;
+  webhooks: Readonly<{
+    delivery: boolean;
+    allowTargets: readonly string[];
+    caFile: string | undefined;
+    timeoutMs: number;
+    retryScheduleMs: readonly number[];
+  }>;
+  log: Readonly<{ level: string }>;
+}>;
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const durationUnitsMs: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+/** Parses "0,5s,5m,30m" into waits in milliseconds (a bare number is milliseconds). */
+export function parseDurationList(text: string): number[] | undefined {
+  const parts = text.split(",").map((part) => part.trim());
+  const out: number[] = [];
+  for (const part of parts) {
+    const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(part);
+    if (!match) return undefined;
+    out.push(Math.round(Number(match[1]) * (durationUnitsMs[match[2] ?? "ms"] ?? 1)));
+  }
+  return out;
+}
+
+function isUrl(text: string, protocols: readonly string[]): boolean {
+  try {
+    return protocols.includes(new URL(text).protocol);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Reads the configuration, applying operations.md's defaults. Every bad value is reported at once,
+ * one line each, in a single ConfigError.
+ */
+export function loadConfig(env: Env, processName?: ProcessName): Config {
+  const problems: string[] = [];
+  const value = (name: string) => {
+    const raw = env[name];
+    return raw === undefined || raw.trim() === "" ? undefined : raw.trim();
+  };
+  const integer = (name: string, fallback: number, min: number, max: number) => {
+    const raw = value(name);
+    if (raw === undefined) return fallback;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      problems.push(`${name} must be a whole number from ${min} to ${max}, got "${raw}"`);
+      return fallback;
+    }
+    return Number(raw);
+  };
+  const url = (name: string, protocols: readonly string[]) => {
+    const raw = value(name);
+    if (raw !== undefined && !isUrl(raw, protocols)) {
+      problems.push(`${name} must be a URL (${protocols.join(" or ")}), got "${raw}"`);
+      return undefined;
+    }
+    return raw;
+  };
+
+  const isService = processName !== undefined && processName !== "gateway";
+  const port = value("PORT") === undefined ? undefined : integer("PORT", 0, 0, 65535);
+  const internalPort = integer("INTERNAL_PORT", 8081, 0, 65535);
+  const dbUrl = url("DATABASE_URL", ["postgres:", "postgresql:"]);
+  const natsUrl = value("NATS_URL");
+  if (natsUrl !== undefined) {
+    for (const server of natsUrl.split(",")) {
+      if (!isUrl(server.includes("://") ? server : `nats://${server}`, ["nats:", "tls:", "ws:", "wss:"])) {
+        problems.push(`NATS_URL must be one or more comma-separated NATS server URLs, got "${natsUrl}"`);
+        break;
+      }
+    }
+  }
+  if (processName !== undefined && dbUrl === undefined) {
+    problems.push(`DATABASE_URL must be set to run the ${processName} process on its own (distributed mode)`);
+  }
+  if (processName !== undefined && natsUrl === undefined) {
+    problems.push(`NATS_URL must be set to run the ${processName} process on its own (distributed mode)`);
+  }
+
+  const serviceUrls = {} as Record<ServiceName, string>;
+  for (const name of serviceNames) {
+    const variable = `${name.toUpperCase()}_URL`;
+    serviceUrls[name] = url(variable, ["http:", "https:"]) ?? `http://127.0.0.1:${defaultServicePorts[name]}`;
+  }
+
+  const delivery = value("WEBHOOK_DELIVERY") ?? "on";
+  if (delivery !== "on" && delivery !== "off") problems.push(`WEBHOOK_DELIVERY must be "on" or "off", got "${delivery}"`);
+  const allowTargets = (value("WEBHOOK_ALLOW_TARGETS") ?? "")
+    .split(",")
+    .map((target) => target.trim())
+    .filter((target) => target !== "");
+  for (const target of allowTargets) {
+    if (!/^(\[[0-9a-fA-F:.]+\]|[^:\s/]+):\d{1,5}$/.test(target)) {
+      problems.push(`WEBHOOK_ALLOW_TARGETS entries must be host:port, got "${target}"`);
+    }
+  }
+  const scheduleText = value("WEBHOOK_RETRY_SCHEDULE") ?? "0,5s,5m,30m,2h,5h,10h,14h,20h,24h";
+  const retryScheduleMs = parseDurationList(scheduleText);
+  if (!retryScheduleMs) {
+    problems.push(`WEBHOOK_RETRY_SCHEDULE must be comma-separated durations like "0,5s,5m", got "${scheduleText}"`);
+  }
+  const level = value("LOG_LEVEL") ?? "info";
+  if (!logLevels.includes(level)) problems.push(`LOG_LEVEL must be one of ${logLevels.join(", ")}, got "${level}"`);
+
+  const config: Config = {
+    mode: dbUrl === undefined ? "embedded" : "distributed",
+    http: {
+      port: port ?? (isService ? defaultServicePorts[processName as ServiceName] : 8080),
+      internalPort,
+      host: "0.0.0.0",
+    },
+    db: { url: dbUrl, dataDir: value("DATA_DIR") ?? "./.data" },
+    bus: { natsUrl },
+    serviceUrls,
+    gateway: { replicas: integer("GATEWAY_REPLICAS", 1, 1, 1000) },
+    webhooks: {
+      delivery: delivery !== "off",
+      allowTargets,
+      caFile: value("WEBHOOK_CA_FILE"),
+      timeoutMs: integer("WEBHOOK_TIMEOUT_MS", 15_000, 1, 600_000),
+      retryScheduleMs: retryScheduleMs ?? [],
+    },
+    log: { level },
+  };
+  if (problems.length > 0) {
+    throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
+  }
+  return deepFreeze(config);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object") {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}

@@ -1,0 +1,106 @@
+import pg from "pg";
+import { logger } from "../log.js";
+import type { Db, QueryResult, Tx } from "./types.js";
+import { assertSchemaName } from "./types.js";
+
+const log = logger("lib:db");
+
+// int8 comes back as a JS number, as the embedded adapter returns it: our int8 columns (ticks,
+// byte sizes, counts) stay below 2^53, and the parsers refuse anything that would lose precision.
+const INT8_OID = 20;
+function parseInt8(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) throw new Error(`int8 value ${text} exceeds 2^53-1`);
+  return value;
+}
+const types = {
+  getTypeParser(oid: number, format?: "text" | "binary") {
+    if (oid === INT8_OID && format !== "binary") return parseInt8;
+    return pg.types.getTypeParser(oid, format);
+  },
+};
+
+export type PgOptions = { url: string; schema: string; poolMax?: number; applicationName?: string };
+
+/** A Db on a pg pool of its own. The pool's idle-client errors are logged, never thrown. */
+export function createPgDb(options: PgOptions): Db {
+  const schema = assertSchemaName(options.schema);
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolMax ?? 10,
+    application_name: options.applicationName ?? schema,
+    types,
+  });
+  // pg emits errors of idle clients on the pool; without a listener they crash the process.
+  pool.on("error", (err) => log.warn({ err: err.message, schema }, "idle Postgres client failed"));
+
+  const query = async <R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> => {
+    const res = await pool.query(text, params as unknown[] | undefined);
+    return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+  };
+
+  return {
+    schema,
+    query,
+    async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+      const client = await pool.connect();
+      const afterCommit: (() => void)[] = [];
+      let broken = false;
+      try {
+        await client.query("BEGIN");
+        const tx: Tx = {
+          async query<R>(text: string, params?: readonly unknown[]) {
+            const res = await client.query(text, params as unknown[] | undefined);
+            return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+          },
+          onCommit: (hook) => afterCommit.push(hook),
+          async exec(sql) {
+            await client.query(sql);
+          },
+        };
+        const result = await fn(tx);
+        await client.query("COMMIT");
+        for (const hook of afterCommit) runHook(hook);
+        return result;
+      } catch (err) {
+        try {
+          await client.query("ROLLBACK");
+        } catch {
+          broken = true;
+        }
+        throw err;
+      } finally {
+        // A client whose ROLLBACK failed is in an unknown state: destroy it rather than reuse it.
+        client.release(broken);
+      }
+    },
+    async listen(channel, onNotify) {
+      const client = await pool.connect();
+      const handler = (msg: pg.Notification) => {
+        if (msg.channel === channel) onNotify(msg.payload ?? "");
+      };
+      client.on("notification", handler);
+      await client.query(`LISTEN "${assertSchemaName(channel)}"`);
+      return async () => {
+        client.off("notification", handler);
+        try {
+          await client.query(`UNLISTEN "${channel}"`);
+          client.release();
+        } catch {
+          client.release(true);
+        }
+      };
+    },
+    close: () => pool.end(),
+  };
+}
+
+function runHook(hook: () => void): void {
+  try {
+    hook();
+  } catch (err) {
+    log.error({ err }, "onCommit hook failed");
+  }
+}
+
+export { runHook };

@@ -1,0 +1,78 @@
+import { mkdirSync } from "node:fs";
+import { PGlite, type Transaction } from "@electric-sql/pglite";
+import { logger } from "../log.js";
+import { runHook } from "./db.js";
+import type { Db, QueryResult, Tx } from "./types.js";
+import { assertSchemaName } from "./types.js";
+
+const log = logger("lib:db:embedded");
+
+/**
+ * The embedded Postgres of the default run mode: PGlite (Postgres compiled to WebAssembly) in this
+ * process, its data under `dataDir` (or in memory when `dataDir` is undefined). One instance is
+ * shared by the five services; each still gets a Db of its own schema.
+ *
+ * PGlite is a single connection: statements and transactions run one at a time, and a transaction
+ * holds the connection until it ends, which gives the same isolation a pool of real connections
+ * gives under SERIALIZABLE, at the cost of concurrency (fine for the embedded mode's purpose).
+ */
+export type EmbeddedPostgres = { pglite: PGlite; close(): Promise<void> };
+
+export async function openEmbeddedPostgres(dataDir: string | undefined): Promise<EmbeddedPostgres> {
+  if (dataDir !== undefined) mkdirSync(dataDir, { recursive: true });
+  const pglite = new PGlite(dataDir);
+  await pglite.waitReady;
+  let closed = false;
+  return {
+    pglite,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await pglite.close();
+    },
+  };
+}
+
+export function createEmbeddedDb(embedded: EmbeddedPostgres, schema: string): Db {
+  assertSchemaName(schema);
+  const { pglite } = embedded;
+  const toResult = <R>(res: { rows: unknown[]; affectedRows?: number }): QueryResult<R> => ({
+    rows: res.rows as R[],
+    rowCount: res.affectedRows || res.rows.length,
+  });
+  return {
+    schema,
+    async query<R>(text: string, params?: readonly unknown[]) {
+      return toResult<R>(await pglite.query(text, params as unknown[] | undefined));
+    },
+    async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+      const afterCommit: (() => void)[] = [];
+      const result = await pglite.transaction(async (inner: Transaction) => {
+        const tx: Tx = {
+          async query<R>(text: string, params?: readonly unknown[]) {
+            return toResult<R>(await inner.query(text, params as unknown[] | undefined));
+          },
+          onCommit: (hook) => afterCommit.push(hook),
+          async exec(sql) {
+            await inner.exec(sql);
+          },
+        };
+        return fn(tx);
+      });
+      for (const hook of afterCommit) runHook(hook);
+      return result;
+    },
+    async listen(channel, onNotify) {
+      const unsubscribe = await pglite.listen(assertSchemaName(channel), onNotify);
+      return async () => {
+        try {
+          await unsubscribe();
+        } catch (err) {
+          log.debug({ err }, "unlisten after close");
+        }
+      };
+    },
+    // The instance is shared; openEmbeddedPostgres' owner closes it.
+    close: async () => {},
+  };
+}

@@ -1,0 +1,28 @@
+import { pino, type Logger } from "pino";
+
+/** Paths never written to a log: credentials and signatures (STYLE.md §9). */
+const redact = [
+  "req.headers.authorization",
+  "req.headers.cookie",
+  'req.headers["x-fv-signature"]',
+  "headers.authorization",
+  "secret",
+];
+
+const root: Logger = pino({ level: "info", redact, base: undefined });
+const children = new Set<Logger>();
+
+/** Sets the level of the root and every module logger; start.ts calls it once from config. */
+export function configureLogging(level: string): void {
+  root.level = level;
+  for (const child of children) child.level = level;
+}
+
+/** A child logger for one module, named "<area>:<module>"; declare it once per module. */
+export function logger(name: string): Logger {
+  const child = root.child({ name });
+  children.add(child);
+  return child;
+}
+
+export type { Logger };

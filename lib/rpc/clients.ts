@@ -1,0 +1,33 @@
+import type { DescService } from "@bufbuild/protobuf";
+import { type Client, createClient, type Transport } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+
+/**
+ * One HTTP/2 transport per backend address, shared by every client of that backend, so that
+ * calls multiplex over one connection instead of opening one per client.
+ */
+export function createTransportPool(): { transport(baseUrl: string): Transport } {
+  const transports = new Map<string, Transport>();
+  return {
+    transport(baseUrl) {
+      let transport = transports.get(baseUrl);
+      if (!transport) {
+        transport = createConnectTransport({
+          baseUrl,
+          httpVersion: "2",
+          useBinaryFormat: true,
+          // Keeps idle connections warm and notices a dead peer instead of hanging on it.
+          pingIntervalMs: 30_000,
+          idleConnectionTimeoutMs: 60_000,
+        });
+        transports.set(baseUrl, transport);
+      }
+      return transport;
+    },
+  };
+}
+
+/** A typed client of one service on one transport. */
+export function createServiceClient<T extends DescService>(service: T, transport: Transport): Client<T> {
+  return createClient(service, transport);
+}

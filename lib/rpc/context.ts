@@ -1,0 +1,60 @@
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { type ContextValues, createContextKey, createContextValues, type HandlerContext } from "@connectrpc/connect";
+import { type Actor, ActorSchema } from "../../gen/replay/common/v1/common_pb.js";
+import { DomainError } from "../errors.js";
+
+/**
+ * Trusted request context. The gateway (or replayctl on the internal port) sets these headers on
+ * the RPCs it makes; public clients never reach a service directly, and the gateway never forwards
+ * a client's own headers, so nothing a public client sends can set them.
+ */
+export const contextHeaders = {
+  tenant: "x-replay-tenant",
+  actor: "x-replay-actor-bin",
+  requestId: "x-request-id",
+} as const;
+
+export const kTenant = createContextKey<string | undefined>(undefined, { description: "tenant id" });
+export const kActor = createContextKey<Actor | undefined>(undefined, { description: "acting member" });
+export const kRequestId = createContextKey<string | undefined>(undefined, { description: "request id" });
+
+type HeaderSource = { headers: Record<string, string | string[] | undefined> };
+
+function first(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** Reads the trusted context headers of an incoming RPC (the node adapter's contextValues hook). */
+export function readTrustedContext(req: HeaderSource): ContextValues {
+  const values = createContextValues();
+  const tenant = first(req.headers[contextHeaders.tenant]);
+  if (tenant) values.set(kTenant, tenant);
+  const actor = first(req.headers[contextHeaders.actor]);
+  if (actor) values.set(kActor, fromBinary(ActorSchema, Buffer.from(actor, "base64")));
+  const requestId = first(req.headers[contextHeaders.requestId]);
+  if (requestId) values.set(kRequestId, requestId);
+  return values;
+}
+
+/** Headers that carry a trusted context on an outgoing RPC. */
+export function trustedHeaders(context: { tenantId?: string; actor?: Actor; requestId?: string }): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (context.tenantId) headers[contextHeaders.tenant] = context.tenantId;
+  if (context.actor) {
+    headers[contextHeaders.actor] = Buffer.from(toBinary(ActorSchema, create(ActorSchema, context.actor))).toString("base64");
+  }
+  if (context.requestId) headers[contextHeaders.requestId] = context.requestId;
+  return headers;
+}
+
+/** The tenant of a tenant-scoped RPC; its absence is a caller bug, refused as UNAUTHENTICATED. */
+export function requireTenant(ctx: HandlerContext): string {
+  const tenant = ctx.values.get(kTenant);
+  if (!tenant) throw new DomainError("UNAUTHENTICATED", "this call needs a tenant context");
+  return tenant;
+}
+
+/** The acting member, when the caller's key is bound to one. */
+export function actorOf(ctx: HandlerContext): Actor | undefined {
+  return ctx.values.get(kActor);
+}

@@ -1,0 +1,43 @@
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { ErrorDetailSchema } from "../../gen/replay/common/v1/common_pb.js";
+import { DomainError, errorCodes, type ErrorCode, type FieldViolation, isErrorCode } from "../errors.js";
+import { logger } from "../log.js";
+
+const log = logger("lib:rpc:errors");
+
+/** Turns a DomainError into the ConnectError that carries its contract code as an ErrorDetail. */
+export function toConnectError(err: DomainError): ConnectError {
+  return new ConnectError(
+    err.detail,
+    errorCodes[err.code].rpc,
+    undefined,
+    [{ desc: ErrorDetailSchema, value: { code: err.code, violations: [...err.violations] } }],
+    err,
+  );
+}
+
+/**
+ * The services' one error mapping (STYLE.md §7): a DomainError becomes a ConnectError with its
+ * contract code; a ConnectError passes through; anything else is a fault, logged with its cause
+ * and answered as a bare Internal error so no SQL or stack reaches the caller.
+ */
+export const errorInterceptor: Interceptor = (next) => async (req) => {
+  try {
+    return await next(req);
+  } catch (err) {
+    if (err instanceof DomainError) throw toConnectError(err);
+    if (err instanceof ConnectError) throw err;
+    log.error({ err, procedure: req.method.name }, "rpc handler failed");
+    throw new ConnectError("internal error", Code.Internal);
+  }
+};
+
+/** The contract code of a ConnectError from a service, or undefined when it carries none. */
+export function contractCodeOf(err: ConnectError): { code: ErrorCode; violations: FieldViolation[] } | undefined {
+  const [detail] = err.findDetails(ErrorDetailSchema);
+  if (!detail || !isErrorCode(detail.code)) return undefined;
+  const violations = detail.violations.flatMap((v) =>
+    isErrorCode(v.code) ? [{ field: v.field, code: v.code, detail: v.detail }] : [],
+  );
+  return { code: detail.code, violations };
+}

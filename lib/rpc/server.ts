@@ -1,0 +1,73 @@
+import http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { logger } from "../log.js";
+import { readTrustedContext } from "./context.js";
+import { errorInterceptor } from "./errors.js";
+
+const log = logger("lib:rpc:server");
+
+export type RpcServer = {
+  readonly port: number;
+  readonly url: string;
+  /** Stops accepting, lets in-flight RPCs finish for up to `graceMs`, then cuts what is left. */
+  close(graceMs?: number): Promise<void>;
+};
+
+export type RpcServerOptions = {
+  routes: (router: ConnectRouter) => void;
+  port: number;
+  host?: string;
+  interceptors?: Interceptor[];
+  name: string;
+};
+
+/**
+ * Serves Connect, gRPC and gRPC-Web on HTTP/2 cleartext (h2c), the way recorder infrastructure
+ * (stock gRPC clients) and the gateway (Connect) both reach a service. Every handler runs behind
+ * the error interceptor and sees the trusted context (tenant, actor, request id).
+ */
+export async function createRpcServer(options: RpcServerOptions): Promise<RpcServer> {
+  const shutdown = new AbortController();
+  const handler = connectNodeAdapter({
+    routes: options.routes,
+    interceptors: [errorInterceptor, ...(options.interceptors ?? [])],
+    contextValues: readTrustedContext,
+    shutdownSignal: shutdown.signal,
+    // Requests to services are small; anything larger is a bug or abuse.
+    readMaxBytes: 4 * 1024 * 1024,
+  });
+  const server = http2.createServer(handler);
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("session", (session) => {
+    sessions.add(session);
+    session.on("close", () => sessions.delete(session));
+  });
+  const host = options.host ?? "0.0.0.0";
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  log.info({ service: options.name, port }, "rpc server listening");
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    async close(graceMs = 10_000) {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // GOAWAY: no new streams on open sessions, in-flight ones finish.
+      for (const session of sessions) session.close();
+      const timer = setTimeout(() => {
+        shutdown.abort();
+        for (const session of sessions) session.destroy();
+      }, graceMs);
+      timer.unref();
+      await closed;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,60 @@
+import type { ConnectRouter } from "@connectrpc/connect";
+import type { Bus } from "./bus/bus.js";
+import { outboxMigrations, startOutboxRelay } from "./bus/outbox.js";
+import { migrate, readMigrations } from "./db/migrate.js";
+import type { Db } from "./db/types.js";
+import { createHealthService } from "./rpc/health.js";
+import { Health } from "../gen/grpc/health/v1/health_pb.js";
+import { createRpcServer } from "./rpc/server.js";
+import type { Platform } from "./platform.js";
+
+/** A started process part: its RPC address, and how to stop it (drain, then release). */
+export type Running = { url: string; close(): Promise<void> };
+
+export type ServiceSpec = {
+  /** The service's name, which is also its schema. */
+  name: string;
+  /** Its migrations folder (see sourceFolder); may be absent when the schema holds only the outbox. */
+  migrationsDir?: string;
+  /** Fully-qualified names of the RPC services served, for grpc.health.v1. */
+  healthNames: readonly string[];
+  /** Registers the RPC services on the router. */
+  routes(router: ConnectRouter, db: Db): void;
+  /** Starts the event consumers; resolves to their stop functions. */
+  consumers?(db: Db, bus: Bus): Promise<(() => Promise<void>)[]>;
+};
+
+/**
+ * Starts one service the same way in both run modes: its schema's migrations (the outbox and
+ * inbox first), the outbox relay, its consumers, then the RPC server with grpc.health.v1. Stopping
+ * reverses it: stop accepting and drain RPCs, stop consumers and the relay, release the pool.
+ */
+export async function startService(spec: ServiceSpec, platform: Platform, listen: { port: number; host: string }): Promise<Running> {
+  const db = platform.openDb(spec.name);
+  const own = spec.migrationsDir ? await readMigrations(spec.migrationsDir) : [];
+  await migrate(db, [...outboxMigrations(spec.name), ...own]);
+  const relay = startOutboxRelay({ db, bus: platform.bus });
+  const stopConsumers = (await spec.consumers?.(db, platform.bus)) ?? [];
+  const isReady = async () => {
+    await db.query("SELECT 1");
+    return platform.bus.isReady();
+  };
+  const server = await createRpcServer({
+    name: spec.name,
+    port: listen.port,
+    host: listen.host,
+    routes(router) {
+      spec.routes(router, db);
+      router.service(Health, createHealthService(spec.healthNames, isReady));
+    },
+  });
+  return {
+    url: server.url,
+    async close() {
+      await server.close();
+      await Promise.all(stopConsumers.map((stop) => stop()));
+      await relay.stop();
+      await db.close();
+    },
+  };
+}

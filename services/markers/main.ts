@@ -1,0 +1,18 @@
+import { MarkersService } from "../../gen/replay/markers/v1/markers_pb.js";
+import type { Platform } from "../../lib/platform.js";
+import { type Running, startService } from "../../lib/service-host.js";
+
+/** The markers service: timeline markers. Its RPCs land with the markers issue (Unimplemented until then). */
+export function start(platform: Platform, listen: { port: number; host: string }): Promise<Running> {
+  return startService(
+    {
+      name: "markers",
+      healthNames: [MarkersService.typeName],
+      routes(router) {
+        router.service(MarkersService, {});
+      },
+    },
+    platform,
+    listen,
+  );
+}

@@ -1,0 +1,18 @@
+import { WebhooksService } from "../../gen/replay/webhooks/v1/webhooks_pb.js";
+import type { Platform } from "../../lib/platform.js";
+import { type Running, startService } from "../../lib/service-host.js";
+
+/** The webhooks service: subscriptions and signed deliveries. Its RPCs land with the webhooks issue. */
+export function start(platform: Platform, listen: { port: number; host: string }): Promise<Running> {
+  return startService(
+    {
+      name: "webhooks",
+      healthNames: [WebhooksService.typeName],
+      routes(router) {
+        router.service(WebhooksService, {});
+      },
+    },
+    platform,
+    listen,
+  );
+}

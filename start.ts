@@ -1,0 +1,114 @@
+#!/usr/bin/env node
+// The only process entry (STYLE.md §9): reads the configuration, owns signals and the exit code,
+// and starts all five parts in one process (no argument) or one part of the distributed
+// deployment (`node dist/start.js <gateway|markers|servers|replays|webhooks>`).
+import { type Config, ConfigError, loadConfig, type ProcessName, processNames, serviceNames } from "./lib/config.js";
+import { configureLogging, logger } from "./lib/log.js";
+import { openPlatform, type Platform } from "./lib/platform.js";
+import type { Running } from "./lib/service-host.js";
+import { createDevTenant } from "./gateway/dev-tenant.js";
+import { start as startGateway } from "./gateway/main.js";
+import { start as startMarkers } from "./services/markers/main.js";
+import { start as startReplays } from "./services/replays/main.js";
+import { start as startServers } from "./services/servers/main.js";
+import { start as startWebhooks } from "./services/webhooks/main.js";
+
+const log = logger("start");
+const GRACE_MS = 10_000;
+
+const services = { markers: startMarkers, servers: startServers, replays: startReplays, webhooks: startWebhooks };
+
+async function main(): Promise<void> {
+  const arg = process.argv[2];
+  if (arg !== undefined && !processNames.includes(arg as ProcessName)) {
+    process.stderr.write(`usage: start.js [${processNames.join("|")}]\n`);
+    process.exitCode = 2;
+    return;
+  }
+  const name = arg as ProcessName | undefined;
+  let config: Config;
+  try {
+    config = loadConfig(process.env, name);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    process.exitCode = 1;
+    return;
+  }
+  configureLogging(config.log.level);
+
+  const stopping = new Promise<string>((resolve) => {
+    process.once("SIGTERM", () => resolve("SIGTERM"));
+    process.once("SIGINT", () => resolve("SIGINT"));
+  });
+  const startedAt = performance.now();
+  const platform = await openPlatform(config, name ?? "replay");
+  const parts = name === undefined ? await startAll(config, platform) : [await startOne(name, config, platform)];
+  log.info({ startMs: Math.round(performance.now() - startedAt), rssMb: Math.round(process.memoryUsage().rss / 2 ** 20) }, "ready");
+
+  const signal = await stopping;
+  log.info({ signal }, "draining");
+  // Last resort against a leaked handle: the drain itself is bounded by GRACE_MS in each part.
+  setTimeout(() => {
+    log.error("shutdown did not finish in time; exiting");
+    process.exit(0);
+  }, GRACE_MS + 5_000).unref();
+  // The gateway is first in `parts`, so nothing new reaches the services while they drain.
+  for (const part of parts) await part.close().catch((err) => log.error({ err }, "close failed"));
+  await platform.close();
+  process.exitCode = 0;
+}
+
+/** The embedded default: the four services on loopback ports of their own, then the gateway. */
+async function startAll(config: Config, platform: Platform): Promise<Running[]> {
+  const started = await Promise.all(serviceNames.map((service) => services[service](platform, { port: 0, host: "127.0.0.1" })));
+  const serviceUrls = Object.fromEntries(serviceNames.map((service, i) => [service, started[i]?.url as string])) as Record<
+    (typeof serviceNames)[number],
+    string
+  >;
+  const gateway = await startGateway(platform, {
+    port: config.http.port ?? 8080,
+    internalPort: config.http.internalPort,
+    host: config.http.host,
+    serviceUrls,
+    replicas: config.gateway.replicas,
+  });
+  process.stdout.write(`\nreplay service (${config.db.url ? "Postgres" : "embedded Postgres"}, ${config.bus.natsUrl ? "NATS" : "in-process bus"})\n`);
+  process.stdout.write(`  gateway:      ${gateway.url}\n  internal API: ${gateway.internalUrl} (REPLAYCTL_URL)\n`);
+  if (gateway.fresh) {
+    const dev = await createDevTenant(gateway.internalUrl);
+    process.stdout.write(
+      [
+        "  dev tenant (first start; the secrets are shown only now):",
+        `    tenant:         ${dev.tenantId}`,
+        `    owner member:   ${dev.memberId}`,
+        `    API key:        ${dev.key}  (all scopes)`,
+        `    signing kid:    ${dev.kid}`,
+        `    signing secret: ${dev.secret}`,
+        `  try: curl -H "Authorization: Bearer ${dev.key}" ${gateway.url}/v1/api/servers`,
+        "",
+      ].join("\n"),
+    );
+  }
+  return [gateway, ...started];
+}
+
+async function startOne(name: ProcessName, config: Config, platform: Platform): Promise<Running> {
+  if (name === "gateway") {
+    return startGateway(platform, {
+      port: config.http.port ?? 8080,
+      internalPort: config.http.internalPort,
+      host: config.http.host,
+      serviceUrls: config.serviceUrls,
+      replicas: config.gateway.replicas,
+    });
+  }
+  return services[name](platform, { port: config.http.port ?? 0, host: config.http.host });
+}
+
+main().catch((err) => {
+  log.fatal({ err }, "failed to start");
+  process.exitCode = 1;
+  // Open handles (pools, sockets) would keep a failed start alive.
+  setTimeout(() => process.exit(1), 1000).unref();
+});
