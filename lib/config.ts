@@ -20,7 +20,8 @@ export type Config = Readonly<{
   mode: "embedded" | "distributed";
   http: Readonly<{ port: number | undefined; internalPort: number; host: string }>;
   db: Readonly<{ url: string | undefined; dataDir: string }>;
-  bus: Readonly<{ natsUrl: string | undefined }>;
+  /** `namespace` isolates several deployments (test systems) sharing one NATS server. */
+  bus: Readonly<{ natsUrl: string | undefined; namespace: string | undefined }>;
   serviceUrls: Readonly<Record<ServiceName, string>>;
   gateway: Readonly<{ replicas: number }>;
   webhooks: Readonly<{
@@ -103,6 +104,10 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
       }
     }
   }
+  const namespace = value("NATS_NAMESPACE");
+  if (namespace !== undefined && !/^[a-z][a-z0-9_]{0,31}$/.test(namespace)) {
+    problems.push(`NATS_NAMESPACE must be 1 to 32 lower-case letters, digits or underscores, starting with a letter, got "${namespace}"`);
+  }
   if (processName !== undefined && dbUrl === undefined) {
     problems.push(`DATABASE_URL must be set to run the ${processName} process on its own (distributed mode)`);
   }
@@ -143,7 +148,7 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
       host: "0.0.0.0",
     },
     db: { url: dbUrl, dataDir: value("DATA_DIR") ?? "./.data" },
-    bus: { natsUrl },
+    bus: { natsUrl, namespace },
     serviceUrls,
     gateway: { replicas: integer("GATEWAY_REPLICAS", 1, 1, 1000) },
     webhooks: {

@@ -21,7 +21,7 @@ export type Platform = {
 export async function openPlatform(config: Config, name: string): Promise<Platform> {
   let embedded: EmbeddedPostgres | undefined;
   if (config.db.url === undefined) embedded = await openEmbeddedPostgres(join(config.db.dataDir, "pg"));
-  const bus = config.bus.natsUrl ? await createNatsBus({ servers: config.bus.natsUrl, name }) : createMemoryBus();
+  const bus = config.bus.natsUrl ? await createNatsBus({ servers: config.bus.natsUrl, namespace: config.bus.namespace, name }) : createMemoryBus();
   const dbs: Db[] = [];
   return {
     bus,

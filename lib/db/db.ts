@@ -34,6 +34,8 @@ export function createPgDb(options: PgOptions): Db {
   // pg emits errors of idle clients on the pool; without a listener they crash the process.
   pool.on("error", (err) => log.warn({ err: err.message, schema }, "idle Postgres client failed"));
 
+  let ended: Promise<void> | undefined;
+
   const query = async <R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> => {
     const res = await pool.query(text, params as unknown[] | undefined);
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
@@ -91,7 +93,8 @@ export function createPgDb(options: PgOptions): Db {
         }
       };
     },
-    close: () => pool.end(),
+    // Idempotent: a service closes its own Db and the platform closes what is left.
+    close: () => (ended ??= pool.end()),
   };
 }
 

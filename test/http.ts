@@ -1,0 +1,63 @@
+import { randomUUID } from "node:crypto";
+import { MemberRole } from "../gen/replay/common/v1/common_pb.js";
+import { signRequest } from "../lib/signing.js";
+import type { System } from "./system.js";
+
+export type Res = { status: number; headers: Headers; text: string; body: any };
+
+/** One HTTP request; `body` is JSON-encoded unless `rawBody` gives the exact bytes. */
+export async function send(
+  baseUrl: string,
+  method: string,
+  path: string,
+  opts: { headers?: Record<string, string>; body?: unknown; rawBody?: string | Buffer } = {},
+): Promise<Res> {
+  const bytes = opts.rawBody ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body));
+  const headers = { ...(bytes !== undefined ? { "content-type": "application/json" } : {}), ...opts.headers };
+  const res = await fetch(baseUrl + path, { method, headers, body: bytes, redirect: "manual", signal: AbortSignal.timeout(30_000) });
+  const text = await res.text();
+  let body: unknown;
+  try {
+    body = text === "" ? undefined : JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, body };
+}
+
+export type Signer = { tenant: string; kid: string; secret: string };
+
+/** A signed request (FV1-HMAC-SHA256) through lib/signing, the helper the README documents. */
+export function sendSigned(
+  baseUrl: string,
+  signer: Signer,
+  method: string,
+  path: string,
+  opts: { body?: unknown; nonce?: string; ts?: number; headers?: Record<string, string> } = {},
+): Promise<Res> {
+  const raw = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+  const { authorization } = signRequest({ ...signer, method, url: baseUrl + path, body: raw, nonce: opts.nonce, ts: opts.ts });
+  return send(baseUrl, method, path, { rawBody: raw, headers: { authorization, ...opts.headers } });
+}
+
+export const ALL_SCOPES = ["replays:read", "replays:write", "servers:read", "servers:write", "collections:write"];
+
+/** A fresh tenant with an owner, an all-scopes key bound to it and a signing key, through the admin API. */
+export async function provisionTenant(sys: System, plan: { rateLimitRps?: number; rateLimitBurst?: number; serverLimit?: bigint } = {}) {
+  const { tenantId } = await sys.admin.createTenant({ name: `e2e-${randomUUID().slice(0, 8)}`, ...plan });
+  const { memberId: ownerId } = await sys.admin.addMember({ tenantId, role: MemberRole.OWNER });
+  const { keyId, key } = await sys.admin.createApiKey({ tenantId, memberId: ownerId, scopes: ALL_SCOPES });
+  const { kid, secret } = await sys.admin.createSigningKey({ tenantId });
+  const signer: Signer = { tenant: tenantId, kid, secret };
+  return {
+    tenantId,
+    ownerId,
+    keyId,
+    key,
+    signer,
+    bearer: (k = key) => ({ authorization: `Bearer ${k}` }),
+    async mintKey(scopes: string[], memberId: string | null = ownerId) {
+      return sys.admin.createApiKey({ tenantId, memberId: memberId ?? "", scopes });
+    },
+  };
+}

@@ -1,0 +1,208 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type Client, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import pg from "pg";
+import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
+import { freePorts } from "./free-port.js";
+
+/**
+ * The end-to-end harness: boots the real system from the compiled entry (`dist/start.js`, built by
+ * `npm test`'s pretest) and talks to it only as users do: HTTP to the gateway and the internal
+ * admin API (replayctl's). Two modes, as ARCHITECTURE.md "Two ways to run" describes:
+ * - embedded: `node dist/start.js`, one process, embedded Postgres and in-process bus;
+ * - distributed: five processes (`start.js <name>`, and more gateway replicas on request) against
+ *   a fresh database on DATABASE_URL and a private namespace on NATS_URL.
+ */
+export type System = {
+  mode: "embedded" | "distributed";
+  /** The first gateway's public address. */
+  baseUrl: string;
+  /** Every gateway replica's public address (one in embedded mode). */
+  gatewayUrls: string[];
+  internalUrl: string;
+  admin: Client<typeof IdentityAdminService>;
+  /** What the processes printed, for failure messages. */
+  output(): string;
+  /** SIGTERM everything, wait for exits, drop the database; resolves to each process's exit code. */
+  stop(): Promise<(number | null)[]>;
+  [Symbol.asyncDispose](): Promise<void>;
+};
+
+const root = fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/");
+const entry = join(root, "dist", "start.js");
+const READY_TIMEOUT_MS = 60_000;
+
+/** Why distributed tests cannot run here, or undefined when they can. */
+export function distributedSkipReason(): string | undefined {
+  if (!process.env.DATABASE_URL || !process.env.NATS_URL) {
+    return "distributed mode needs DATABASE_URL and NATS_URL (real Postgres and NATS); unset here";
+  }
+  return undefined;
+}
+
+type Proc = { name: string; child: ChildProcess; output: string[] };
+
+function launch(name: string, args: string[], env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, [entry, ...args], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const proc: Proc = { name, child, output: [] };
+  const keep = (chunk: Buffer) => {
+    proc.output.push(chunk.toString());
+    if (proc.output.length > 400) proc.output.shift();
+  };
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
+  return proc;
+}
+
+async function waitReady(url: string, procs: Proc[]): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  let last = "no answer";
+  while (Date.now() < deadline) {
+    const dead = procs.find((p) => p.child.exitCode !== null);
+    if (dead) throw new Error(`${dead.name} exited (${dead.child.exitCode}) before ${url} was ready:\n${dead.output.join("")}`);
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+      last = String(res.status);
+      await res.arrayBuffer();
+      if (res.status === 200) return;
+    } catch (err) {
+      last = String((err as Error).message);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${url} not ready after ${READY_TIMEOUT_MS} ms (last: ${last}):\n${procs.map((p) => p.output.join("")).join("\n")}`);
+}
+
+async function stopAll(procs: Proc[]): Promise<(number | null)[]> {
+  return Promise.all(
+    procs.map(
+      (p) =>
+        new Promise<number | null>((resolve) => {
+          if (p.child.exitCode !== null) return resolve(p.child.exitCode);
+          const kill = setTimeout(() => p.child.kill("SIGKILL"), 15_000);
+          p.child.once("exit", (code) => {
+            clearTimeout(kill);
+            resolve(code);
+          });
+          p.child.kill("SIGTERM");
+        }),
+    ),
+  );
+}
+
+function adminClient(internalUrl: string): Client<typeof IdentityAdminService> {
+  return createClient(IdentityAdminService, createConnectTransport({ baseUrl: internalUrl, httpVersion: "2" }));
+}
+
+function system(mode: System["mode"], gatewayUrls: string[], internalUrl: string, procs: Proc[], cleanup: () => Promise<void>): System {
+  let stopped: Promise<(number | null)[]> | undefined;
+  const stop = () =>
+    (stopped ??= (async () => {
+      const codes = await stopAll(procs);
+      await cleanup();
+      return codes;
+    })());
+  return {
+    mode,
+    baseUrl: gatewayUrls[0] as string,
+    gatewayUrls,
+    internalUrl,
+    admin: adminClient(internalUrl),
+    output: () => procs.map((p) => `--- ${p.name}\n${p.output.join("")}`).join("\n"),
+    stop,
+    async [Symbol.asyncDispose]() {
+      await stop();
+    },
+  };
+}
+
+/** `npm start` as a user runs it: one process on a fresh DATA_DIR. */
+export async function startEmbeddedSystem(env: Record<string, string> = {}): Promise<System> {
+  const dataDir = await mkdtemp(join(tmpdir(), "replay-e2e-"));
+  const [port, internalPort] = await freePorts(2);
+  const proc = launch("embedded", [], { PORT: String(port), INTERNAL_PORT: String(internalPort), DATA_DIR: dataDir, ...env });
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const cleanup = () => rm(dataDir, { recursive: true, force: true });
+  try {
+    await waitReady(`${baseUrl}/readyz`, [proc]);
+  } catch (err) {
+    await stopAll([proc]);
+    await cleanup();
+    throw err;
+  }
+  return system("embedded", [baseUrl], `http://127.0.0.1:${internalPort}`, [proc], cleanup);
+}
+
+/** A fresh database beside DATABASE_URL's, so each system starts from empty schemas. */
+async function createDatabase(baseUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `e2e_${randomBytes(6).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: baseUrl });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(baseUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const client = new pg.Client({ connectionString: baseUrl });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
+/**
+ * The distributed deployment: markers, servers, replays and webhooks, then `gateways` gateway
+ * replicas (GATEWAY_REPLICAS set to match), each its own process.
+ */
+export async function startDistributedSystem({ gateways = 1, env = {} }: { gateways?: number; env?: Record<string, string> } = {}): Promise<System> {
+  const reason = distributedSkipReason();
+  if (reason) throw new Error(reason);
+  const database = await createDatabase(process.env.DATABASE_URL as string);
+  const namespace = `e2e_${randomBytes(4).toString("hex")}`;
+  const names = ["markers", "servers", "replays", "webhooks"] as const;
+  const ports = await freePorts(names.length + gateways * 2);
+  const shared = {
+    DATABASE_URL: database.url,
+    NATS_URL: process.env.NATS_URL as string,
+    NATS_NAMESPACE: namespace,
+    GATEWAY_REPLICAS: String(gateways),
+    ...Object.fromEntries(names.map((name, i) => [`${name.toUpperCase()}_URL`, `http://127.0.0.1:${ports[i]}`])),
+    ...env,
+  };
+  const procs: Proc[] = names.map((name, i) => launch(name, [name], { ...shared, PORT: String(ports[i]) }));
+  const gatewayUrls: string[] = [];
+  const internalUrls: string[] = [];
+  for (let g = 0; g < gateways; g++) {
+    const port = ports[names.length + g * 2] as number;
+    const internalPort = ports[names.length + g * 2 + 1] as number;
+    procs.push(launch(`gateway-${g}`, ["gateway"], { ...shared, PORT: String(port), INTERNAL_PORT: String(internalPort) }));
+    gatewayUrls.push(`http://127.0.0.1:${port}`);
+    internalUrls.push(`http://127.0.0.1:${internalPort}`);
+  }
+  try {
+    for (const url of gatewayUrls) await waitReady(`${url}/readyz`, procs);
+  } catch (err) {
+    await stopAll(procs);
+    await database.drop();
+    throw err;
+  }
+  return system("distributed", gatewayUrls, internalUrls[0] as string, procs, () => database.drop());
+}
