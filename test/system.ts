@@ -25,6 +25,8 @@ export type System = {
   /** Every gateway replica's public address (one in embedded mode). */
   gatewayUrls: string[];
   internalUrl: string;
+  /** The system's own database (distributed mode), for tests and benchmarks that seed or inspect it. */
+  databaseUrl: string | undefined;
   admin: Client<typeof IdentityAdminService>;
   /** What the processes printed, for failure messages. */
   output(): string;
@@ -103,7 +105,14 @@ function adminClient(internalUrl: string): Client<typeof IdentityAdminService> {
   return createClient(IdentityAdminService, createConnectTransport({ baseUrl: internalUrl, httpVersion: "2" }));
 }
 
-function system(mode: System["mode"], gatewayUrls: string[], internalUrl: string, procs: Proc[], cleanup: () => Promise<void>): System {
+function system(
+  mode: System["mode"],
+  gatewayUrls: string[],
+  internalUrl: string,
+  procs: Proc[],
+  cleanup: () => Promise<void>,
+  databaseUrl?: string,
+): System {
   let stopped: Promise<(number | null)[]> | undefined;
   const stop = () =>
     (stopped ??= (async () => {
@@ -116,6 +125,7 @@ function system(mode: System["mode"], gatewayUrls: string[], internalUrl: string
     baseUrl: gatewayUrls[0] as string,
     gatewayUrls,
     internalUrl,
+    databaseUrl,
     admin: adminClient(internalUrl),
     output: () => procs.map((p) => `--- ${p.name}\n${p.output.join("")}`).join("\n"),
     stop,
@@ -204,5 +214,5 @@ export async function startDistributedSystem({ gateways = 1, env = {} }: { gatew
     await database.drop();
     throw err;
   }
-  return system("distributed", gatewayUrls, internalUrls[0] as string, procs, () => database.drop());
+  return system("distributed", gatewayUrls, internalUrls[0] as string, procs, () => database.drop(), database.url);
 }
