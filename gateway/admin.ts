@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { Code, ConnectError, type Client, type ServiceImpl } from "@connectrpc/connect";
 import { MemberRole } from "../gen/replay/common/v1/common_pb.js";
-import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
+import type { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
 import type { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
 import type { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
 import { buildEvent } from "../lib/bus/events.js";

@@ -4,7 +4,7 @@ import {
   type Replay,
   ReplayListRoute,
   ReplayStatus,
-  ReplaysService,
+  type ReplaysService,
   StorageTier,
   Visibility,
 } from "../../gen/replay/replays/v1/replays_pb.js";

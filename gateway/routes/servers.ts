@@ -2,7 +2,7 @@ import type { Client } from "@connectrpc/connect";
 import {
   type PendingSetup,
   type Server,
-  ServersService,
+  type ServersService,
   ServerState,
   ServerStatus,
 } from "../../gen/replay/servers/v1/servers_pb.js";

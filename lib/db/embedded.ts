@@ -1,4 +1,5 @@
-import { mkdirSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { join } from "node:path";
 import { PGlite, type Transaction } from "@electric-sql/pglite";
 import { logger } from "../log.js";
 import { runHook } from "./db.js";
@@ -19,9 +20,18 @@ const log = logger("lib:db:embedded");
 export type EmbeddedPostgres = { pglite: PGlite; close(): Promise<void> };
 
 export async function openEmbeddedPostgres(dataDir: string | undefined): Promise<EmbeddedPostgres> {
-  if (dataDir !== undefined) mkdirSync(dataDir, { recursive: true });
+  let unlock = () => {};
+  if (dataDir !== undefined) {
+    mkdirSync(dataDir, { recursive: true });
+    unlock = lockDataDir(dataDir);
+  }
   const pglite = new PGlite(dataDir);
-  await pglite.waitReady;
+  try {
+    await pglite.waitReady;
+  } catch (err) {
+    unlock();
+    throw err;
+  }
   let closed = false;
   return {
     pglite,
@@ -29,8 +39,44 @@ export async function openEmbeddedPostgres(dataDir: string | undefined): Promise
       if (closed) return;
       closed = true;
       await pglite.close();
+      unlock();
     },
   };
+}
+
+/**
+ * PGlite does not stop a second process from opening the same files, and two writers lose data
+ * silently; a lock file holding the owner's pid refuses the second start. A lock whose process is
+ * gone (a crash) is taken over.
+ */
+function lockDataDir(dataDir: string): () => void {
+  const path = join(dataDir, "replay.lock");
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(path, "wx");
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return () => rmSync(path, { force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      const owner = Number(readFileSync(path, "utf8"));
+      if (isAlive(owner)) {
+        throw new Error(`the embedded database in ${dataDir} is in use by process ${owner}; stop it or set another DATA_DIR`);
+      }
+      rmSync(path, { force: true });
+    }
+  }
+  throw new Error(`could not lock ${path}`);
+}
+
+function isAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 export function createEmbeddedDb(embedded: EmbeddedPostgres, schema: string): Db {

@@ -2,7 +2,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
   type Server,
-  ServersService,
+  type ServersService,
   ServerState,
   ServerStatus,
 } from "../../gen/replay/servers/v1/servers_pb.js";

@@ -1,0 +1,78 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig, parseDurationList } from "./config.js";
+
+describe("loadConfig", () => {
+  it("applies operations.md's defaults: embedded mode, ports 8080/8081, delivery on, the Standard Webhooks schedule", () => {
+    const config = loadConfig({});
+    expect(config.mode).toBe("embedded");
+    expect(config.http.port).toBe(8080);
+    expect(config.http.internalPort).toBe(8081);
+    expect(config.db.dataDir).toBe("./.data");
+    expect(config.webhooks.delivery).toBe(true);
+    expect(config.webhooks.timeoutMs).toBe(15_000);
+    expect(config.webhooks.retryScheduleMs).toEqual([0, 5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 50_400_000, 72_000_000, 86_400_000]);
+    expect(config.gateway.replicas).toBe(1);
+    expect(config.log.level).toBe("info");
+  });
+
+  it("runs the distributed mode when DATABASE_URL is set", () => {
+    const config = loadConfig({ DATABASE_URL: "postgres://db/x", NATS_URL: "nats://n:4222" });
+    expect(config.mode).toBe("distributed");
+    expect(config.bus.natsUrl).toBe("nats://n:4222");
+  });
+
+  it("gives each service its own default port and the gateway the service URLs", () => {
+    const env = { DATABASE_URL: "postgres://db/x", NATS_URL: "nats://n:4222" };
+    expect(loadConfig(env, "servers").http.port).toBe(9092);
+    expect(loadConfig({ ...env, PORT: "9090" }, "servers").http.port).toBe(9090);
+    expect(loadConfig({ ...env, SERVERS_URL: "http://servers:9090" }, "gateway").serviceUrls.servers).toBe("http://servers:9090");
+  });
+
+  it("reports every bad value at once, one line each", () => {
+    const bad = {
+      PORT: "eighty",
+      INTERNAL_PORT: "70000",
+      DATABASE_URL: "mysql://x",
+      WEBHOOK_DELIVERY: "maybe",
+      WEBHOOK_RETRY_SCHEDULE: "0,5q",
+      WEBHOOK_ALLOW_TARGETS: "127.0.0.1",
+      GATEWAY_REPLICAS: "0",
+      LOG_LEVEL: "loud",
+    };
+    let error: unknown;
+    try {
+      loadConfig(bad);
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const message = (error as Error).message;
+    for (const name of Object.keys(bad)) expect(message).toContain(name);
+    expect(message.split("\n  - ")).toHaveLength(Object.keys(bad).length + 1);
+  });
+
+  it("refuses to run one process of the distributed deployment without Postgres and NATS", () => {
+    expect(() => loadConfig({}, "markers")).toThrow(/DATABASE_URL must be set[\s\S]*NATS_URL must be set/);
+  });
+
+  it("returns a frozen object", () => {
+    const config = loadConfig({});
+    expect(Object.isFrozen(config.webhooks.retryScheduleMs)).toBe(true);
+    expect(Object.isFrozen(config.http)).toBe(true);
+  });
+});
+
+describe("parseDurationList", () => {
+  it.each([
+    ["0,500ms,500ms", [0, 500, 500]],
+    ["0, 5s ,1.5m", [0, 5000, 90_000]],
+    ["2h", [7_200_000]],
+    ["250", [250]],
+  ])("parses %s", (text, expected) => {
+    expect(parseDurationList(text)).toEqual(expected);
+  });
+
+  it.each(["", "5x", "-1s", "1,,2", "s"])("refuses %j", (text) => {
+    expect(parseDurationList(text)).toBeUndefined();
+  });
+});

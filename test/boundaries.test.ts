@@ -1,0 +1,116 @@
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { file_replay_events_v1_identity } from "../gen/replay/events/v1/identity_pb.js";
+import { file_replay_events_v1_replays } from "../gen/replay/events/v1/replays_pb.js";
+import { file_replay_events_v1_servers } from "../gen/replay/events/v1/servers_pb.js";
+import { eventSchemas } from "../lib/bus/events.js";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+
+function sources(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(join(root, dir))) {
+    const path = join(dir, name);
+    if (statSync(join(root, path)).isDirectory()) out.push(...sources(path));
+    else if (name.endsWith(".ts")) out.push(path);
+  }
+  return out;
+}
+
+function imports(file: string): string[] {
+  const text = readFileSync(join(root, file), "utf8");
+  return [...text.matchAll(/from\s+"([^"]+)"/g)].map((m) => join(file, "..", m[1] as string));
+}
+
+const code = (file: string) => !file.endsWith(".test.ts") && !file.includes("_testing");
+
+describe("import boundaries (STYLE.md §3)", () => {
+  it("a service never imports another service or the gateway", () => {
+    for (const file of sources("services")) {
+      const own = file.split("/")[1];
+      for (const target of imports(file)) {
+        expect(target.startsWith("gateway/"), `${file} imports ${target}`).toBe(false);
+        if (target.startsWith("services/")) expect(target.split("/")[1], `${file} imports ${target}`).toBe(own);
+      }
+    }
+  });
+
+  it("the gateway never imports a service: it talks to them through gen/ clients", () => {
+    for (const file of sources("gateway")) {
+      for (const target of imports(file)) expect(target.startsWith("services/"), `${file} imports ${target}`).toBe(false);
+    }
+  });
+
+  it("lib/ imports neither services nor the gateway", () => {
+    for (const file of sources("lib")) {
+      for (const target of imports(file)) {
+        expect(/^(services|gateway)\//.test(target), `${file} imports ${target}`).toBe(false);
+      }
+    }
+  });
+
+  it("only lib/config.ts reads process.env and only start.ts handles signals and exit codes", () => {
+    const all = [...sources("lib"), ...sources("services"), ...sources("gateway"), "start.ts"].filter(code);
+    for (const file of all) {
+      const text = readFileSync(join(root, file), "utf8");
+      // start.ts hands the environment to loadConfig and reads nothing from it itself.
+      const envReads = text.replaceAll("loadConfig(process.env", "").match(/process\.env/g) ?? [];
+      if (file !== "lib/config.ts") expect(envReads, `${file} reads process.env`).toEqual([]);
+      if (file !== "start.ts") expect(/process\.(on|once|exit|exitCode)\b/.test(text), `${file} touches process lifecycle`).toBe(false);
+    }
+  });
+
+  it("only lib/db/db.ts imports pg", () => {
+    for (const file of [...sources("lib"), ...sources("services"), ...sources("gateway")].filter(code)) {
+      const usesPg = imports(file).some((target) => target.endsWith("/pg") || target === "pg");
+      const text = readFileSync(join(root, file), "utf8");
+      expect(usesPg || /from "pg"/.test(text), `${file} imports pg`).toBe(file === "lib/db/db.ts");
+    }
+  });
+
+  it("nothing but generated code lives under gen/, and every proto has its generated file", () => {
+    for (const file of sources("gen")) expect(file.endsWith("_pb.ts"), file).toBe(true);
+    const protos = (function walk(dir: string): string[] {
+      return readdirSync(join(root, dir)).flatMap((name) => {
+        const path = join(dir, name);
+        return statSync(join(root, path)).isDirectory() ? walk(path) : path.endsWith(".proto") ? [path] : [];
+      });
+    })("proto");
+    for (const proto of protos) {
+      const generated = relative("proto", proto).replace(/\.proto$/, "_pb.ts");
+      expect(sources("gen").includes(join("gen", generated)), `gen/${generated}`).toBe(true);
+    }
+  });
+});
+
+describe("events (ARCHITECTURE.md §Events)", () => {
+  it("every message of proto/replay/events/v1 has exactly one subject, <producer>.<entity>.<verb> ↔ <Entity><Verb>", () => {
+    const files = { identity: file_replay_events_v1_identity, servers: file_replay_events_v1_servers, replays: file_replay_events_v1_replays };
+    const events = Object.entries(files).flatMap(([producer, file]) =>
+      file.messages.filter((m) => m.fields.some((f) => f.name === "event_id")).map((m) => ({ producer, name: m.name, typeName: m.typeName })),
+    );
+    const bySchema = new Map(Object.entries(eventSchemas).map(([subject, schema]) => [schema.typeName, subject]));
+    expect(bySchema.size).toBe(Object.keys(eventSchemas).length);
+    for (const event of events) {
+      const subject = bySchema.get(event.typeName);
+      expect(subject, `${event.typeName} has a subject`).toBeDefined();
+      const [producer, entity, verb] = (subject as string).split(".");
+      expect(producer).toBe(event.producer);
+      const pascal = (s: string) => s.replace(/(^|_)([a-z])/g, (_m, _u, c: string) => c.toUpperCase());
+      expect(`${pascal(entity as string)}${pascal(verb as string)}`).toBe(event.name);
+    }
+    expect(events).toHaveLength(Object.keys(eventSchemas).length);
+  });
+
+  it("every event carries event_id, tenant_id and occurred_at as fields 1 to 3", () => {
+    for (const schema of Object.values(eventSchemas)) {
+      expect(schema.fields.slice(0, 3).map((f) => [f.number, f.name]), schema.typeName).toEqual([
+        [1, "event_id"],
+        [2, "tenant_id"],
+        [3, "occurred_at"],
+      ]);
+    }
+  });
+});
