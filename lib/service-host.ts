@@ -14,14 +14,16 @@ export type Running = { url: string; close(): Promise<void> };
 export type ServiceSpec = {
   /** The service's name, which is also its schema. */
   name: string;
-  /** Its migrations folder (see sourceFolder); may be absent when the schema holds only the outbox. */
+  /** Its migrations folder (see sourceFolder); absent while the schema holds only the outbox. */
   migrationsDir?: string;
   /** Fully-qualified names of the RPC services served, for grpc.health.v1. */
   healthNames: readonly string[];
-  /** Registers the RPC services on the router. */
-  routes(router: ConnectRouter, db: Db): void;
-  /** Starts the event consumers; resolves to their stop functions. */
-  consumers?(db: Db, bus: Bus): Promise<(() => Promise<void>)[]>;
+  /** Wires the service on its database and the bus: its RPC services and its event consumers. */
+  setup(db: Db, bus: Bus): {
+    routes(router: ConnectRouter): void;
+    /** Starts the event consumers; resolves to their stop functions. */
+    consumers?(): Promise<(() => Promise<void>)[]>;
+  };
 };
 
 /**
@@ -34,7 +36,8 @@ export async function startService(spec: ServiceSpec, platform: Platform, listen
   const own = spec.migrationsDir ? await readMigrations(spec.migrationsDir) : [];
   await migrate(db, [...outboxMigrations(spec.name), ...own]);
   const relay = startOutboxRelay({ db, bus: platform.bus });
-  const stopConsumers = (await spec.consumers?.(db, platform.bus)) ?? [];
+  const wired = spec.setup(db, platform.bus);
+  const stopConsumers = (await wired.consumers?.()) ?? [];
   const isReady = async () => {
     await db.query("SELECT 1");
     return platform.bus.isReady();
@@ -44,7 +47,7 @@ export async function startService(spec: ServiceSpec, platform: Platform, listen
     port: listen.port,
     host: listen.host,
     routes(router) {
-      spec.routes(router, db);
+      wired.routes(router);
       router.service(Health, createHealthService(spec.healthNames, isReady));
     },
   });

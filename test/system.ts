@@ -27,6 +27,9 @@ export type System = {
   internalUrl: string;
   /** The system's own database (distributed mode), for tests and benchmarks that seed or inspect it. */
   databaseUrl: string | undefined;
+  /** Distributed mode: each service's own address, and the NATS namespace the system publishes under. */
+  serviceUrls: Record<string, string> | undefined;
+  natsNamespace: string | undefined;
   admin: Client<typeof IdentityAdminService>;
   /** What the processes printed, for failure messages. */
   output(): string;
@@ -111,7 +114,7 @@ function system(
   internalUrl: string,
   procs: Proc[],
   cleanup: () => Promise<void>,
-  databaseUrl?: string,
+  distributed?: { databaseUrl: string; serviceUrls: Record<string, string>; natsNamespace: string },
 ): System {
   let stopped: Promise<(number | null)[]> | undefined;
   const stop = () =>
@@ -125,7 +128,9 @@ function system(
     baseUrl: gatewayUrls[0] as string,
     gatewayUrls,
     internalUrl,
-    databaseUrl,
+    databaseUrl: distributed?.databaseUrl,
+    serviceUrls: distributed?.serviceUrls,
+    natsNamespace: distributed?.natsNamespace,
     admin: adminClient(internalUrl),
     output: () => procs.map((p) => `--- ${p.name}\n${p.output.join("")}`).join("\n"),
     stop,
@@ -214,5 +219,10 @@ export async function startDistributedSystem({ gateways = 1, env = {} }: { gatew
     await database.drop();
     throw err;
   }
-  return system("distributed", gatewayUrls, internalUrls[0] as string, procs, () => database.drop(), database.url);
+  const serviceUrls = Object.fromEntries(names.map((name, i) => [name, `http://127.0.0.1:${ports[i]}`]));
+  return system("distributed", gatewayUrls, internalUrls[0] as string, procs, () => database.drop(), {
+    databaseUrl: database.url,
+    serviceUrls,
+    natsNamespace: namespace,
+  });
 }

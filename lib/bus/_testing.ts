@@ -8,7 +8,12 @@ import type { Bus, BusHandler, BusMessage } from "./bus.js";
 import { createMemoryBus } from "./memory.js";
 import { createNatsBus } from "./nats.js";
 
-export type TestDb = { db: Db } & AsyncDisposable;
+/**
+ * A test database: `db` on the schema it was created for, and `dbFor` for more schemas of the same
+ * database (the way the five services share one), so that tests of a file can share one database
+ * and still not see each other's tables. Dispose closes every Db it handed out.
+ */
+export type TestDb = { db: Db; dbFor(schema: string): Db } & AsyncDisposable;
 /** A bus and, for tests of several processes, more connections to the same broker and namespace. */
 export type TestBus = { bus: Bus; connectPeer(): Promise<Bus> } & AsyncDisposable;
 
@@ -22,6 +27,7 @@ export async function createTestDb(schema: string): Promise<TestDb> {
     const embedded = await openEmbeddedPostgres(undefined);
     return {
       db: createEmbeddedDb(embedded, schema),
+      dbFor: (other) => createEmbeddedDb(embedded, other),
       [Symbol.asyncDispose]: () => embedded.close(),
     };
   }
@@ -36,12 +42,18 @@ export async function createTestDb(schema: string): Promise<TestDb> {
   }
   const testUrl = new URL(url);
   testUrl.pathname = `/${name}`;
-  const db = createPgDb({ url: testUrl.toString(), schema, poolMax: 5 });
+  const opened: Db[] = [];
+  const open = (dbSchema: string): Db => {
+    const db = closeOnce(createPgDb({ url: testUrl.toString(), schema: dbSchema, poolMax: 5 }));
+    opened.push(db);
+    return db;
+  };
   return {
-    db,
+    db: open(schema),
+    dbFor: open,
     async [Symbol.asyncDispose]() {
       try {
-        await db.close();
+        await Promise.all(opened.map((db) => db.close()));
         await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [name]);
         await admin.query(`DROP DATABASE IF EXISTS ${name}`);
       } finally {
@@ -49,6 +61,12 @@ export async function createTestDb(schema: string): Promise<TestDb> {
       }
     },
   };
+}
+
+/** The same Db, whose close() may be called more than once (a pg pool refuses a second end). */
+function closeOnce(db: Db): Db {
+  let closing: Promise<void> | undefined;
+  return { ...db, close: () => (closing ??= db.close()) };
 }
 
 /**
@@ -99,7 +117,11 @@ export async function deleteNamespaceStreams(servers: string, namespace: string)
 }
 
 /** Polls `check` until it returns true; fails with `what` after `timeoutMs`. */
-export async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+export async function waitFor(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check()) return;

@@ -55,7 +55,9 @@ describe("memory bus", () => {
     const bus = createMemoryBus();
     onTestFinished(() => bus.close());
     onTestFinished(await bus.subscribe("named", ["servers.server.created"], async () => {}));
-    await expect(bus.subscribe("named", ["servers.server.purged"], async () => {})).rejects.toThrow(/already subscribes/);
+    await expect(bus.subscribe("named", ["servers.server.purged"], async () => {})).rejects.toThrow(
+      /already subscribes/,
+    );
   });
 
   it("refuses to publish after close", async () => {

@@ -20,13 +20,19 @@ type Durable = {
   wakeFromBackoff: (() => void) | undefined;
 };
 
-type Listener = { subjects: readonly string[]; handler: BusHandler; queue: BusMessage[]; draining: Promise<void> | undefined };
+type Listener = {
+  subjects: readonly string[];
+  handler: BusHandler;
+  queue: BusMessage[];
+  draining: Promise<void> | undefined;
+};
 
 /**
  * The in-process bus of the embedded mode, with the JetStream semantics callers rely on: an event
  * id is stored once, a durable created later starts from the first message (deliver-all), a
- * durable's handlers run one message at a time in publish order and retry a failed message with
- * capped exponential backoff before moving on, and subscribers of one durable share its messages.
+ * durable's handlers run one message at a time in publish order, a failed message is retried with
+ * capped exponential backoff until it succeeds (holding later ones back, to keep the order), and
+ * subscribers of one durable share its messages.
  *
  * Everything lives in memory for the life of the process (messages and seen ids alike, as a
  * JetStream stream with limits retention and no age limit keeps them); nothing survives a restart.
@@ -59,7 +65,10 @@ export function createMemoryBus(): Bus {
         } catch (err) {
           attempts++;
           const delayMs = Math.min(retryBaseMs * 2 ** (attempts - 1), retryMaxMs);
-          log.warn({ err, durable: durable.name, subject: msg.subject, eventId: msg.eventId, attempts, delayMs }, "handler failed; retrying");
+          log.warn(
+            { err, durable: durable.name, subject: msg.subject, eventId: msg.eventId, attempts, delayMs },
+            "handler failed; retrying",
+          );
           await new Promise<void>((resolve) => {
             const timer = setTimeout(resolve, delayMs);
             durable.wakeFromBackoff = () => {
@@ -117,7 +126,15 @@ export function createMemoryBus(): Bus {
       for (const pattern of subjects) assertSubjectPattern(pattern);
       let durable = durables.get(name);
       if (durable === undefined) {
-        durable = { name, subjects: [...subjects], cursor: 0, members: [], turn: 0, pumping: false, wakeFromBackoff: undefined };
+        durable = {
+          name,
+          subjects: [...subjects],
+          cursor: 0,
+          members: [],
+          turn: 0,
+          pumping: false,
+          wakeFromBackoff: undefined,
+        };
         durables.set(name, durable);
       } else if (!sameSet(durable.subjects, subjects)) {
         throw new Error(`durable ${name} already subscribes to ${durable.subjects.join(", ")}`);

@@ -1,13 +1,13 @@
-import { AckPolicy, ConsumerEvents, DeliverPolicy, Events, RetentionPolicy, StorageType, connect, nanos } from "nats";
 import type { ConsumerConfig, ConsumerMessages, JetStreamManager, JsMsg, NatsConnection, NatsError } from "nats";
+import { AckPolicy, ConsumerEvents, connect, DeliverPolicy, Events, nanos, RetentionPolicy, StorageType } from "nats";
 import { logger } from "../log.js";
 import type { Bus, BusHandler, Producer } from "./bus.js";
 import { assertDurableName, assertPublishSubject, assertSubjectPattern, producers } from "./bus.js";
 
 const log = logger("lib:bus:nats");
 
-// At least two minutes (the brief of the outbox relay): a relay that published, failed to mark the
-// row and retries after a broker restart or a backoff still falls inside the window.
+// A relay whose publish reached the broker but whose transaction then failed publishes again
+// after a backoff of at most seconds (or once the broker is back): two minutes covers it.
 const duplicateWindowMs = 2 * 60_000;
 const ackWaitMs = 30_000;
 // Few messages in flight per process: the others stay available to other replicas, and buffered
@@ -24,7 +24,7 @@ const streamNameInUse = 10058;
 export type NatsBusOptions = {
   /** One URL or several, comma-separated. */
   servers: string;
-  /** Prefixes stream names and subjects on the wire; tests use it to share one server. */
+  /** Prefixes stream names and subjects on the wire (empty: none); tests use it to share one server. */
   namespace?: string;
   /** The connection name the server shows (monitoring). */
   name?: string;
@@ -43,7 +43,7 @@ export type NatsBusOptions = {
  * durable run in parallel, so handlers must tolerate concurrency (the inbox makes them idempotent).
  */
 export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
-  const namespace = options.namespace === undefined ? undefined : assertNamespace(options.namespace);
+  const namespace = options.namespace ? assertNamespace(options.namespace) : undefined;
   const toWire = (subject: string) => (namespace === undefined ? subject : `${namespace}.${subject}`);
   const fromWire = (subject: string) => (namespace === undefined ? subject : subject.slice(namespace.length + 1));
   const streamOf = (producer: Producer) => natsStreamName(producer, namespace);
@@ -103,7 +103,10 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
       await handler({ subject, eventId, data: msg.data });
     } catch (err) {
       const delayMs = Math.min(nakBaseMs * 2 ** (msg.info.deliveryCount - 1), nakMaxMs);
-      log.warn({ err, subject, eventId, deliveries: msg.info.deliveryCount, delayMs }, "handler failed; redelivering later");
+      log.warn(
+        { err, subject, eventId, deliveries: msg.info.deliveryCount, delayMs },
+        "handler failed; redelivering later",
+      );
       msg.nak(delayMs);
       return;
     } finally {
@@ -187,7 +190,10 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
   return {
     async publish(subject, eventId, data) {
       const producer = assertPublishSubject(subject);
-      const ack = await js.publish(toWire(subject), data, { msgID: eventId, expect: { streamName: streamOf(producer) } });
+      const ack = await js.publish(toWire(subject), data, {
+        msgID: eventId,
+        expect: { streamName: streamOf(producer) },
+      });
       if (ack.duplicate) log.debug({ subject, eventId }, "duplicate publish absorbed");
     },
 

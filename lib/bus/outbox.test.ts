@@ -1,18 +1,25 @@
-import { randomUUID } from "node:crypto";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { randomBytes, randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { migrate } from "../db/migrate.js";
 import type { Db } from "../db/types.js";
+import { createTestBus, createTestDb, recorder, type TestDb, waitFor } from "./_testing.js";
 import type { Bus } from "./bus.js";
-import { createTestBus, createTestDb, recorder, waitFor } from "./_testing.js";
 import { enqueue, outboxMigrations, startOutboxRelay } from "./outbox.js";
 
-const schema = "bus_outbox_test";
 const subject = "servers.server.created";
 
-async function openDb() {
-  const testDb = await createTestDb(schema);
-  await migrate(testDb.db, outboxMigrations(schema));
-  return testDb;
+// One database per file; each test gets a schema of its own in it, as a service would.
+let testDb: TestDb;
+beforeAll(async () => {
+  testDb = await createTestDb("bus_outbox_test");
+});
+afterAll(() => testDb[Symbol.asyncDispose]());
+
+async function openDb(): Promise<Db> {
+  const db = testDb.dbFor(`bus_outbox_${randomBytes(4).toString("hex")}`);
+  onTestFinished(() => db.close());
+  await migrate(db, outboxMigrations(db.schema));
+  return db;
 }
 
 /** The real bus, counting the publishes each event id gets and failing the first `failures`. */
@@ -37,25 +44,30 @@ async function enqueueCommitted(db: Db, count: number): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
     const eventId = randomUUID();
-    await db.transaction((tx) => enqueue(tx, schema, { subject, eventId, payload: new TextEncoder().encode(eventId) }));
+    await db.transaction((tx) =>
+      enqueue(tx, db.schema, { subject, eventId, payload: new TextEncoder().encode(eventId) }),
+    );
     ids.push(eventId);
   }
   return ids;
 }
 
 async function unpublished(db: Db): Promise<number> {
-  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.outbox WHERE published_at IS NULL`);
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM ${db.schema}.outbox WHERE published_at IS NULL`,
+  );
   return rows[0]?.n ?? -1;
 }
 
 describe("outbox", () => {
   it("applies its migrations once, leaving outbox and inbox in the service's schema", async () => {
-    await using t = await createTestDb(schema);
-    expect(await migrate(t.db, outboxMigrations(schema))).toEqual(["bus/001_outbox_inbox.sql"]);
-    expect(await migrate(t.db, outboxMigrations(schema))).toEqual([]);
-    const { rows } = await t.db.query<{ table_name: string }>(
+    const db = testDb.dbFor(`bus_outbox_${randomBytes(4).toString("hex")}`);
+    onTestFinished(() => db.close());
+    expect(await migrate(db, outboxMigrations(db.schema))).toEqual(["bus/001_outbox_inbox.sql"]);
+    expect(await migrate(db, outboxMigrations(db.schema))).toEqual([]);
+    const { rows } = await db.query<{ table_name: string }>(
       "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name",
-      [schema],
+      [db.schema],
     );
     expect(rows.map((row) => row.table_name)).toEqual(["inbox", "outbox", "schema_migrations"]);
   });
@@ -65,109 +77,104 @@ describe("outbox", () => {
   });
 
   it("publishes nothing for an event enqueued in a rolled-back transaction", async () => {
-    await using t = await openDb();
+    const db = await openDb();
     await using b = await createTestBus();
     const got = recorder();
     onTestFinished(await b.bus.subscribe("rollback", [subject], got.handler));
-    const relay = startOutboxRelay({ db: t.db, bus: b.bus, pollMs: 50 });
-    onTestFinished(() => relay.stop());
+    await using _relay = startOutboxRelay({ db: db, bus: b.bus, pollMs: 50 });
 
     const rolledBack = randomUUID();
     await expect(
-      t.db.transaction(async (tx) => {
-        await enqueue(tx, schema, { subject, eventId: rolledBack, payload: new Uint8Array([1]) });
+      db.transaction(async (tx) => {
+        await enqueue(tx, db.schema, { subject, eventId: rolledBack, payload: new Uint8Array([1]) });
         throw new Error("business rule failed");
       }),
     ).rejects.toThrow("business rule failed");
-    const [marker] = await enqueueCommitted(t.db, 1);
+    const [marker] = await enqueueCommitted(db, 1);
 
     await waitFor("the committed event", () => got.ids().includes(marker as string));
     expect(got.ids()).toEqual([marker]);
-    const { rowCount } = await t.db.query(`SELECT 1 FROM ${schema}.outbox WHERE event_id = $1`, [rolledBack]);
+    const { rowCount } = await db.query(`SELECT 1 FROM ${db.schema}.outbox WHERE event_id = $1`, [rolledBack]);
     expect(rowCount).toBe(0);
   });
 
   it("publishes every committed event exactly once, in commit order, and marks it published", async () => {
-    await using t = await openDb();
+    const db = await openDb();
     await using b = await createTestBus();
     const bus = countingBus(b.bus);
     const got = recorder();
     onTestFinished(await b.bus.subscribe("all_once", [subject], got.handler));
     // A small batch makes the relay go through several rounds.
-    const relay = startOutboxRelay({ db: t.db, bus, pollMs: 50, batchSize: 7 });
-    onTestFinished(() => relay.stop());
+    await using _relay = startOutboxRelay({ db: db, bus, pollMs: 50, batchSize: 7 });
 
-    const ids = await enqueueCommitted(t.db, 40);
+    const ids = await enqueueCommitted(db, 40);
     await waitFor("all events", () => got.received.length >= ids.length);
     expect(got.ids()).toEqual(ids);
     expect(got.received.map((msg) => new TextDecoder().decode(msg.data))).toEqual(ids);
     expect([...bus.publishes.values()].every((n) => n === 1)).toBe(true);
-    await waitFor("every row marked", async () => (await unpublished(t.db)) === 0);
+    await waitFor("every row marked", async () => (await unpublished(db)) === 0);
   });
 
   it("publishes each event once when two relays run side by side", async () => {
-    await using t = await openDb();
+    const db = await openDb();
     await using b = await createTestBus();
     const bus = countingBus(b.bus);
-    const relays = [1, 2].map(() => startOutboxRelay({ db: t.db, bus, pollMs: 20, batchSize: 5 }));
-    onTestFinished(() => Promise.all(relays.map((relay) => relay.stop())).then(() => {}));
+    await using _one = startOutboxRelay({ db: db, bus, pollMs: 20, batchSize: 5 });
+    await using _two = startOutboxRelay({ db: db, bus, pollMs: 20, batchSize: 5 });
 
-    const ids = await enqueueCommitted(t.db, 60);
+    const ids = await enqueueCommitted(db, 60);
     await waitFor("all events published", () => bus.publishes.size >= ids.length);
-    await waitFor("every row marked", async () => (await unpublished(t.db)) === 0);
+    await waitFor("every row marked", async () => (await unpublished(db)) === 0);
     expect([...bus.publishes.keys()].sort()).toEqual([...ids].sort());
     expect([...bus.publishes.values()].every((n) => n === 1)).toBe(true);
   });
 
   it("keeps rows whose publish failed and publishes them after backing off", async () => {
-    await using t = await openDb();
+    const db = await openDb();
     await using b = await createTestBus();
     const bus = countingBus(b.bus, 3);
     const got = recorder();
     onTestFinished(await b.bus.subscribe("after_failure", [subject], got.handler));
-    const ids = await enqueueCommitted(t.db, 5);
-    const relay = startOutboxRelay({ db: t.db, bus, pollMs: 50 });
-    onTestFinished(() => relay.stop());
+    const ids = await enqueueCommitted(db, 5);
+    await using _relay = startOutboxRelay({ db: db, bus, pollMs: 50 });
 
     await waitFor("all events", () => got.received.length >= ids.length);
     expect(got.ids()).toEqual(ids);
-    await waitFor("every row marked", async () => (await unpublished(t.db)) === 0);
+    await waitFor("every row marked", async () => (await unpublished(db)) === 0);
   });
 
   it("wakes on NOTIFY without waiting for the next poll", async () => {
-    await using t = await openDb();
+    const db = await openDb();
     await using b = await createTestBus();
     const bus = countingBus(b.bus);
-    const relay = startOutboxRelay({ db: t.db, bus, pollMs: 60_000 });
-    onTestFinished(() => relay.stop());
+    await using _relay = startOutboxRelay({ db: db, bus, pollMs: 60_000 });
     // The first round runs at start; only a notification can start the next within the minute.
-    await waitFor("the first round", async () => (await unpublished(t.db)) === 0);
-    const [eventId] = await enqueueCommitted(t.db, 1);
+    await waitFor("the first round", async () => (await unpublished(db)) === 0);
+    const [eventId] = await enqueueCommitted(db, 1);
     await waitFor("the notified round", () => bus.publishes.has(eventId as string), 5_000);
   });
 
   it("deletes rows published more than a day ago", async () => {
-    await using t = await openDb();
+    const db = await openDb();
     await using b = await createTestBus();
     const old = randomUUID();
     const recent = randomUUID();
-    await t.db.query(
-      `INSERT INTO ${schema}.outbox (event_id, subject, payload, published_at)
+    await db.query(
+      `INSERT INTO ${db.schema}.outbox (event_id, subject, payload, published_at)
        VALUES ($1, $3, '', now() - interval '25 hours'), ($2, $3, '', now() - interval '1 hour')`,
       [old, recent, subject],
     );
-    const relay = startOutboxRelay({ db: t.db, bus: b.bus, pollMs: 50 });
-    onTestFinished(() => relay.stop());
+    await using _relay = startOutboxRelay({ db: db, bus: b.bus, pollMs: 50 });
     await waitFor("the old row to go", async () => {
-      const { rowCount } = await t.db.query(`SELECT 1 FROM ${schema}.outbox WHERE event_id = $1`, [old]);
+      const { rowCount } = await db.query(`SELECT 1 FROM ${db.schema}.outbox WHERE event_id = $1`, [old]);
       return rowCount === 0;
     });
-    const { rowCount } = await t.db.query(`SELECT 1 FROM ${schema}.outbox WHERE event_id = $1`, [recent]);
+    const { rowCount } = await db.query(`SELECT 1 FROM ${db.schema}.outbox WHERE event_id = $1`, [recent]);
     expect(rowCount).toBe(1);
   });
 
   it("stop waits for the running round", async () => {
-    await using t = await openDb();
+    const db = await openDb();
     await using b = await createTestBus();
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => {
@@ -182,17 +189,22 @@ describe("outbox", () => {
         await b.bus.publish(subj, eventId, data);
       },
     };
-    await enqueueCommitted(t.db, 1);
-    const relay = startOutboxRelay({ db: t.db, bus: slowBus, pollMs: 50 });
-    await waitFor("the round to publish", () => entered);
+    await enqueueCommitted(db, 1);
+    const relay = startOutboxRelay({ db: db, bus: slowBus, pollMs: 50 });
     let stopped = false;
-    const stopping = relay.stop().then(() => {
-      stopped = true;
-    });
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(stopped).toBe(false);
-    release();
-    await stopping;
-    expect(await unpublished(t.db)).toBe(0);
+    try {
+      await waitFor("the round to publish", () => entered);
+      const stopping = relay.stop().then(() => {
+        stopped = true;
+      });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(stopped).toBe(false);
+      release();
+      await stopping;
+    } finally {
+      release();
+      await relay.stop();
+    }
+    expect(await unpublished(db)).toBe(0);
   });
 });

@@ -61,6 +61,9 @@ export async function enqueue(tx: Tx, schema: string, event: OutboxEvent): Promi
 
 export type OutboxRelayDeps = { db: Db; bus: Bus; pollMs?: number; batchSize?: number };
 
+/** A running relay; stopping (or disposing) it waits for the round in progress. */
+export type OutboxRelay = { stop(): Promise<void> } & AsyncDisposable;
+
 /**
  * Publishes the committed rows of `<db.schema>.outbox` in id order and marks them published.
  * It wakes on NOTIFY and polls every `pollMs` as a safety net for missed notifications.
@@ -72,7 +75,7 @@ export type OutboxRelayDeps = { db: Db; bus: Bus; pollMs?: number; batchSize?: n
  * (event id = `Nats-Msg-Id`) absorbs it. About once an hour, rows published more than a day ago
  * are deleted.
  */
-export function startOutboxRelay(deps: OutboxRelayDeps): { stop(): Promise<void> } {
+export function startOutboxRelay(deps: OutboxRelayDeps): OutboxRelay {
   const { db, bus } = deps;
   const pollMs = deps.pollMs ?? 1000;
   const batchSize = deps.batchSize ?? 100;
@@ -120,9 +123,7 @@ export function startOutboxRelay(deps: OutboxRelayDeps): { stop(): Promise<void>
     });
 
   const deletePublished = async () => {
-    const { rowCount } = await db.query(
-      `DELETE FROM ${schema}.outbox WHERE published_at < now() - interval '1 day'`,
-    );
+    const { rowCount } = await db.query(`DELETE FROM ${schema}.outbox WHERE published_at < now() - interval '1 day'`);
     if (rowCount > 0) log.info({ schema, deleted: rowCount }, "deleted old published outbox rows");
   };
 
@@ -162,11 +163,10 @@ export function startOutboxRelay(deps: OutboxRelayDeps): { stop(): Promise<void>
   };
 
   const running = loop();
-  return {
-    async stop() {
-      stopping = true;
-      wake?.();
-      await running;
-    },
+  const stop = async () => {
+    stopping = true;
+    wake?.();
+    await running;
   };
+  return { stop, [Symbol.asyncDispose]: stop };
 }

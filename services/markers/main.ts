@@ -8,9 +8,11 @@ export function start(platform: Platform, listen: { port: number; host: string }
     {
       name: "markers",
       healthNames: [MarkersService.typeName],
-      routes(router) {
-        router.service(MarkersService, {});
-      },
+      setup: () => ({
+        routes(router) {
+          router.service(MarkersService, {});
+        },
+      }),
     },
     platform,
     listen,

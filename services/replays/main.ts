@@ -10,10 +10,12 @@ export function start(platform: Platform, listen: { port: number; host: string }
     {
       name: "replays",
       healthNames: [ReplaysService.typeName, RecordingService.typeName],
-      routes(router) {
-        router.service(ReplaysService, createReplaysService());
-        router.service(RecordingService, {});
-      },
+      setup: () => ({
+        routes(router) {
+          router.service(ReplaysService, createReplaysService());
+          router.service(RecordingService, {});
+        },
+      }),
     },
     platform,
     listen,

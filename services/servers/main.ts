@@ -4,23 +4,27 @@ import { sourceFolder } from "../../lib/paths.js";
 import type { Platform } from "../../lib/platform.js";
 import { type Running, startService } from "../../lib/service-host.js";
 import { startServersConsumers } from "./events.js";
-import { createServersService } from "./service.js";
+import { createRecorderService, createServersService } from "./service.js";
 import { createServersStore } from "./store.js";
 
-/** The servers service: management RPCs, recorder check-in, categories and plan slots. */
+/** The servers service: management RPCs, recorder check-in, categories, plan slots. */
 export function start(platform: Platform, listen: { port: number; host: string }): Promise<Running> {
-  let store: ReturnType<typeof createServersStore> | undefined;
-  const storeOf = (db: Parameters<typeof createServersStore>[0]) => (store ??= createServersStore(db));
   return startService(
     {
       name: "servers",
       migrationsDir: sourceFolder(import.meta.url, "./migrations"),
       healthNames: [ServersService.typeName, RecorderService.typeName],
-      routes(router, db) {
-        router.service(ServersService, createServersService({ store: storeOf(db), now: () => new Date() }));
-        router.service(RecorderService, {});
+      setup(db, bus) {
+        const store = createServersStore(db);
+        const deps = { store, now: () => new Date() };
+        return {
+          routes(router) {
+            router.service(ServersService, createServersService(deps));
+            router.service(RecorderService, createRecorderService(deps));
+          },
+          consumers: () => startServersConsumers(store, bus),
+        };
       },
-      consumers: (db, bus) => startServersConsumers(storeOf(db), bus),
     },
     platform,
     listen,

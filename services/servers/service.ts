@@ -1,18 +1,29 @@
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { ServiceImpl } from "@connectrpc/connect";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { RecorderService } from "../../gen/replay/servers/v1/recorder_pb.js";
 import {
+  type PendingSetup,
   type Server,
   type ServersService,
   ServerState,
   ServerStatus,
 } from "../../gen/replay/servers/v1/servers_pb.js";
+import { buildEvent } from "../../lib/bus/events.js";
+import { DomainError } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
-import { requireTenant } from "../../lib/rpc/context.js";
+import { actorOf, requireTenant } from "../../lib/rpc/context.js";
+import { canSeeSource, requireAccess, requireManager } from "./access.js";
 import { parseName } from "./name.js";
+import { checkInTime, parseServerId, parseSetupInput } from "./setup.js";
 import { isOnline } from "./status.js";
 import type { ServerRow, ServersStore } from "./store.js";
 
-export type ServersDeps = { store: ServersStore; now: () => Date };
+export type ServersDeps = {
+  store: ServersStore;
+  now: () => Date;
+  /** How long a create waits for a brand-new tenant's plan to reach the projection. */
+  planWaitMs?: number;
+};
 
 export function toServerMessage(row: ServerRow, now: Date): Omit<Server, "$typeName"> {
   return {
@@ -27,19 +38,136 @@ export function toServerMessage(row: ServerRow, now: Date): Omit<Server, "$typeN
   };
 }
 
+function toPendingMessage(row: ServerRow, showSource: boolean): Omit<PendingSetup, "$typeName"> {
+  return {
+    serverId: row.server_id,
+    name: row.name,
+    categoryId: row.category_id ?? "",
+    createdAt: timestampFromDate(row.created_at),
+    sourceServerId: showSource ? (row.source_server_id ?? "") : "",
+  };
+}
+
+const notFound = (serverId: string) => new DomainError("SERVER_NOT_FOUND", `no server ${serverId}`);
+
 /**
- * The servers management RPCs. The management writes (pending setups, rename, deauthorise, purge,
- * cancel) land with the servers issue; until then the router answers them Unimplemented, which
- * the gateway renders as 501 NOT_IMPLEMENTED.
+ * Servers management (decisions.md §4). Every write checks, in this order: ids and body well formed
+ * (400), the acting member's binding and rights (403), the target exists (404), the member may
+ * manage the target (403), the plan limit (409). Each route addresses one kind of record: a
+ * pending setup's id on a server route (or the reverse) is SERVER_NOT_FOUND.
  */
-export function createServersService(deps: ServersDeps): Partial<ServiceImpl<typeof ServersService>> {
+export function createServersService(deps: ServersDeps): ServiceImpl<typeof ServersService> {
   const { store } = deps;
+  const planWaitMs = deps.planWaitMs ?? 3000;
+
+  /** The target server of a server route, locked in `tx`, with the member checks done. */
+  async function manageableServer(ctx: HandlerContext, rawId: string, tx: Parameters<Parameters<ServersStore["transaction"]>[0]>[0]) {
+    const tenantId = requireTenant(ctx);
+    const serverId = parseServerId(rawId);
+    const actor = requireManager(actorOf(ctx));
+    const row = await store.findServerById(tx, tenantId, serverId, true);
+    if (!row || row.state === "pending") throw notFound(serverId);
+    requireAccess(actor, { serverId, categoryId: row.category_id });
+    return { tenantId, row };
+  }
+
+  // A tenant created a moment ago may not have reached the plan projection yet; its limit is
+  // unknown until it does, so a create waits for it briefly rather than guess.
+  async function waitForPlan(tenantId: string): Promise<void> {
+    const deadline = Date.now() + planWaitMs;
+    while (!(await store.findTenantPlan(store.db, tenantId))) {
+      if (Date.now() >= deadline) throw new DomainError("SERVICE_UNAVAILABLE", "the tenant's plan is not known yet; retry");
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+
   return {
     async listServers(_req, ctx) {
       const tenantId = requireTenant(ctx);
       const now = deps.now();
-      const rows = await store.listServersByTenant(tenantId);
-      return { servers: rows.map((row) => toServerMessage(row, now)) };
+      return { servers: (await store.listServersByTenant(tenantId)).map((row) => toServerMessage(row, now)) };
+    },
+
+    async listPendingSetups(_req, ctx) {
+      const tenantId = requireTenant(ctx);
+      const showSource = canSeeSource(actorOf(ctx));
+      return { pending: (await store.listPendingByTenant(tenantId)).map((row) => toPendingMessage(row, showSource)) };
+    },
+
+    async createPendingSetup(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      const input = parseSetupInput(req);
+      const actor = requireManager(actorOf(ctx));
+      const category = input.categoryId === null ? undefined : await store.findCategoryById(tenantId, input.categoryId);
+      if (input.categoryId !== null && !category) throw new DomainError("CATEGORY_NOT_FOUND", `no category ${input.categoryId}`);
+      let categoryId = input.categoryId;
+      if (input.sourceServerId !== null) {
+        const source = await store.findServerById(store.db, tenantId, input.sourceServerId);
+        if (!source || source.state === "pending") throw notFound(input.sourceServerId);
+        requireAccess(actor, { serverId: source.server_id, categoryId: source.category_id });
+        // decisions.md §4: the copy takes the source's category unless one is named.
+        categoryId ??= source.category_id;
+      }
+      requireAccess(actor, { categoryId });
+      await waitForPlan(tenantId);
+      const row = await store.transaction(async (tx) => {
+        const plan = await store.findTenantPlan(tx, tenantId, true);
+        const used = await store.countSlotsByTenant(tx, tenantId);
+        if (!plan || used >= plan.server_limit) {
+          throw new DomainError("SERVER_LIMIT_REACHED", `the plan's server limit of ${plan?.server_limit ?? 0} is reached`);
+        }
+        const serverId = newId();
+        const inserted = await store.insertServer(tx, { serverId, tenantId, name: input.name, categoryId, sourceServerId: input.sourceServerId });
+        await store.enqueue(tx, buildEvent("servers.server.created", { tenantId, serverId, categoryId: categoryId ?? "" }));
+        return inserted;
+      });
+      return { setup: toPendingMessage(row, canSeeSource(actor)) };
+    },
+
+    async renameServer(req, ctx) {
+      requireTenant(ctx);
+      parseServerId(req.serverId);
+      const name = parseName(req.name, req.malformedFields.includes("name"));
+      const row = await store.transaction(async (tx) => {
+        const { tenantId, row } = await manageableServer(ctx, req.serverId, tx);
+        await store.updateServerName(tx, row.server_id, name);
+        return (await store.findServerById(tx, tenantId, row.server_id)) as ServerRow;
+      });
+      return { server: toServerMessage(row, deps.now()) };
+    },
+
+    async deauthoriseServer(req, ctx) {
+      await store.transaction(async (tx) => {
+        const { tenantId, row } = await manageableServer(ctx, req.serverId, tx);
+        // decisions.md §4: deauthorising a deauthorised server is 204 and changes nothing.
+        if (row.state !== "connected") return;
+        await store.updateServerDeauthorised(tx, row.server_id);
+        await store.enqueue(tx, buildEvent("servers.server.deauthorised", { tenantId, serverId: row.server_id }));
+      });
+      return {};
+    },
+
+    async purgeServer(req, ctx) {
+      await store.transaction(async (tx) => {
+        const { tenantId, row } = await manageableServer(ctx, req.serverId, tx);
+        await store.deleteServer(tx, row.server_id);
+        await store.enqueue(tx, buildEvent("servers.server.purged", { tenantId, serverId: row.server_id }));
+      });
+      return {};
+    },
+
+    async cancelPendingSetup(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      const serverId = parseServerId(req.serverId);
+      const actor = requireManager(actorOf(ctx));
+      await store.transaction(async (tx) => {
+        const row = await store.findServerById(tx, tenantId, serverId, true);
+        if (!row || row.state !== "pending") throw notFound(serverId);
+        requireAccess(actor, { serverId, categoryId: row.category_id });
+        await store.deleteServer(tx, serverId);
+        await store.enqueue(tx, buildEvent("servers.server.purged", { tenantId, serverId }));
+      });
+      return {};
     },
 
     async createCategory(req, ctx) {
@@ -50,8 +178,45 @@ export function createServersService(deps: ServersDeps): Partial<ServiceImpl<typ
 
     async getSlotUsage(_req, ctx) {
       const tenantId = requireTenant(ctx);
-      const [used, plan] = await Promise.all([store.countSlotsByTenant(tenantId), store.findTenantPlan(tenantId)]);
+      const [used, plan] = await Promise.all([store.countSlotsByTenant(store.db, tenantId), store.findTenantPlan(store.db, tenantId)]);
       return { serversUsed: BigInt(used), serverLimit: BigInt(plan?.server_limit ?? 0) };
+    },
+  };
+}
+
+/**
+ * Recorder check-in (spec "Server status"): a pending setup's first check-in connects it, every
+ * check-in sets lastSeenAt (and pluginVersion when sent); deauthorised servers are refused. The
+ * status is derived from lastSeenAt at read time, never by a timer.
+ */
+export function createRecorderService(deps: ServersDeps): ServiceImpl<typeof RecorderService> {
+  const { store } = deps;
+  return {
+    async checkIn(req) {
+      const serverId = parseServerId(req.serverId);
+      const now = deps.now();
+      const at = checkInTime(req.at ? timestampDate(req.at) : undefined, now);
+      const answer = (lastSeenAt: Date) => ({
+        serverId,
+        status: isOnline("connected", lastSeenAt, now) ? ServerStatus.ONLINE : ServerStatus.OFFLINE,
+        lastSeenAt: timestampFromDate(lastSeenAt),
+      });
+      // The heartbeat of a connected server is one UPDATE; the rest is the rare first connect.
+      const seen = await store.updateServerSeen(serverId, at, req.pluginVersion);
+      if (seen) return answer(seen.last_seen_at);
+      await store.transaction(async (tx) => {
+        const row = await store.findServerForCheckIn(tx, serverId, true);
+        if (!row) throw notFound(serverId);
+        if (row.state === "deauthorised") throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} was deauthorised`);
+        if (row.state === "pending") {
+          await store.updateServerConnected(tx, serverId, at, req.pluginVersion);
+          await store.enqueue(tx, buildEvent("servers.server.connected", { tenantId: row.tenant_id, serverId }));
+        } else {
+          // Connected between the UPDATE above and this lock: a concurrent first check-in won.
+          await store.updateServerSeen(serverId, at, req.pluginVersion);
+        }
+      });
+      return answer(at);
     },
   };
 }

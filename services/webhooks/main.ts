@@ -8,9 +8,11 @@ export function start(platform: Platform, listen: { port: number; host: string }
     {
       name: "webhooks",
       healthNames: [WebhooksService.typeName],
-      routes(router) {
-        router.service(WebhooksService, {});
-      },
+      setup: () => ({
+        routes(router) {
+          router.service(WebhooksService, {});
+        },
+      }),
     },
     platform,
     listen,

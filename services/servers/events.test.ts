@@ -1,0 +1,87 @@
+import { randomUUID } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { buildEvent } from "../../lib/bus/events.js";
+import { createTestBus, createTestDb, waitFor } from "../../lib/bus/_testing.js";
+import { outboxMigrations } from "../../lib/bus/outbox.js";
+import { migrate, readMigrations } from "../../lib/db/migrate.js";
+import { sourceFolder } from "../../lib/paths.js";
+import { startServersConsumers } from "./events.js";
+import { createServersStore } from "./store.js";
+
+// The servers service's projections, fed through the real bus adapter (NATS with NATS_URL, else
+// in-process) into the real schema (Postgres with DATABASE_URL, else embedded).
+async function setup() {
+  const testDb = await createTestDb("servers");
+  await migrate(testDb.db, [...outboxMigrations("servers"), ...(await readMigrations(sourceFolder(import.meta.url, "./migrations")))]);
+  const testBus = await createTestBus();
+  const store = createServersStore(testDb.db);
+  const stops = await startServersConsumers(store, testBus.bus);
+  return {
+    store,
+    bus: testBus.bus,
+    async [Symbol.asyncDispose]() {
+      for (const stop of stops) await stop();
+      await testBus[Symbol.asyncDispose]();
+      await testDb[Symbol.asyncDispose]();
+    },
+  };
+}
+
+async function insertConnected(store: ReturnType<typeof createServersStore>, tenantId: string, serverId: string) {
+  await store.transaction((tx) => store.insertServer(tx, { serverId, tenantId, name: "s", categoryId: null, sourceServerId: null }));
+}
+
+describe("servers projections", () => {
+  it("keeps the newest plan of a tenant, whatever order plan events arrive in", async () => {
+    await using ctx = await setup();
+    const tenantId = randomUUID();
+    const plan = (version: number, serverLimit: number) =>
+      buildEvent("identity.tenant.upserted", { tenantId, serverLimit: BigInt(serverLimit), storageQuotaBytes: 0n, version: BigInt(version) });
+    const v2 = plan(2, 7);
+    await ctx.bus.publish(v2.subject, v2.eventId, v2.payload);
+    await waitFor("plan v2", async () => (await ctx.store.findTenantPlan(ctx.store.db, tenantId))?.server_limit === 7);
+    const v1 = plan(1, 3);
+    await ctx.bus.publish(v1.subject, v1.eventId, v1.payload);
+    const v3 = plan(3, 9);
+    await ctx.bus.publish(v3.subject, v3.eventId, v3.payload);
+    await waitFor("plan v3", async () => (await ctx.store.findTenantPlan(ctx.store.db, tenantId))?.server_limit === 9);
+  });
+
+  it("counts a server's existing replays, applying each event once even when it is delivered again", async () => {
+    await using ctx = await setup();
+    const tenantId = randomUUID();
+    const serverId = randomUUID();
+    await insertConnected(ctx.store, tenantId, serverId);
+    const replays = [randomUUID(), randomUUID(), randomUUID()];
+    const events = [
+      ...replays.map((replayId) => buildEvent("replays.recording.started", { tenantId, replayId, serverId })),
+      buildEvent("replays.replay.deleted", { tenantId, replayId: replays[0], serverId, sizeBytes: 10n }),
+    ];
+    for (const event of events) await ctx.bus.publish(event.subject, event.eventId, event.payload);
+    // The same event id again, as a redelivery would bring it; the inbox applies it once.
+    const again = events[1];
+    if (again) await ctx.bus.publish(again.subject, again.eventId, again.payload);
+    // Subjects are consumed independently, so wait until the inbox holds all four, then count.
+    await waitFor("all four events applied", async () => {
+      const { rows } = await ctx.store.db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM servers.inbox WHERE event_id = ANY($1::uuid[])",
+        [events.map((e) => e.eventId)],
+      );
+      return rows[0]?.n === 4;
+    });
+    expect((await ctx.store.findServerById(ctx.store.db, tenantId, serverId))?.replay_count).toBe(2);
+  });
+
+  it("does not count a replay whose delete arrived before its start", async () => {
+    await using ctx = await setup();
+    const tenantId = randomUUID();
+    const serverId = randomUUID();
+    await insertConnected(ctx.store, tenantId, serverId);
+    const replayId = randomUUID();
+    const deleted = buildEvent("replays.replay.deleted", { tenantId, replayId, serverId, sizeBytes: 1n });
+    const started = buildEvent("replays.recording.started", { tenantId, replayId, serverId });
+    const marker = buildEvent("replays.recording.started", { tenantId, replayId: randomUUID(), serverId });
+    for (const event of [deleted, started, marker]) await ctx.bus.publish(event.subject, event.eventId, event.payload);
+    await waitFor("the later replay counted", async () => (await ctx.store.findServerById(ctx.store.db, tenantId, serverId))?.replay_count === 1);
+  });
+});
