@@ -7,7 +7,7 @@ import {
   ServerStatus,
 } from "../../gen/replay/servers/v1/servers_pb.js";
 import { isoOrNull, stringField } from "./json.js";
-import { readJsonObject, type Route } from "./route.js";
+import { readJsonObject, type Route, type RouteCall } from "./route.js";
 
 /** The list entry of decisions.md §4; every documented field is present, unset ones null. */
 export function serverEntry(server: Server) {
@@ -92,38 +92,25 @@ export function serverRoutes(servers: Client<typeof ServersService>): Route[] {
         return { status: 200, body: res.server ? serverEntry(res.server) : undefined };
       },
     },
-    {
-      method: "DELETE",
-      path: "/v1/api/servers/:id",
-      auth: "api-key",
-      scope: "servers:write",
-      actor: true,
-      async handle(call) {
-        await servers.deauthoriseServer({ serverId: call.params.id }, call.rpc);
-        return { status: 204 };
-      },
-    },
-    {
-      method: "DELETE",
-      path: "/v1/api/servers/permanent/:id",
-      auth: "api-key",
-      scope: "servers:write",
-      actor: true,
-      async handle(call) {
-        await servers.purgeServer({ serverId: call.params.id }, call.rpc);
-        return { status: 204 };
-      },
-    },
-    {
-      method: "DELETE",
-      path: "/v1/api/servers/pending/:id",
-      auth: "api-key",
-      scope: "servers:write",
-      actor: true,
-      async handle(call) {
-        await servers.cancelPendingSetup({ serverId: call.params.id }, call.rpc);
-        return { status: 204 };
-      },
-    },
+    // The three removals: each addresses one kind of record (decisions.md §4) and answers 204.
+    ...(
+      [
+        ["/v1/api/servers/:id", (serverId, rpc) => servers.deauthoriseServer({ serverId }, rpc)],
+        ["/v1/api/servers/permanent/:id", (serverId, rpc) => servers.purgeServer({ serverId }, rpc)],
+        ["/v1/api/servers/pending/:id", (serverId, rpc) => servers.cancelPendingSetup({ serverId }, rpc)],
+      ] as const satisfies readonly (readonly [string, (serverId: string, rpc: RouteCall["rpc"]) => Promise<unknown>])[]
+    ).map(
+      ([path, remove]): Route => ({
+        method: "DELETE",
+        path,
+        auth: "api-key",
+        scope: "servers:write",
+        actor: true,
+        async handle(call) {
+          await remove(call.params.id as string, call.rpc);
+          return { status: 204 };
+        },
+      }),
+    ),
   ];
 }
