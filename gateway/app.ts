@@ -56,9 +56,12 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
     }
   });
 
-  app.setErrorHandler((err, req, reply) => {
+  app.setErrorHandler(async (err, req, reply) => {
     const body = toProblem(err);
     if (body.status >= 500) log.error({ err, requestId: req.id, url: req.url }, "request failed");
+    // The upload is still arriving when an oversized body is refused; closing now would reset the
+    // connection under the client before it reads the 413. Read and discard the rest, within bounds.
+    if (body.code === "PAYLOAD_TOO_LARGE") await discardBody(req.raw);
     return sendProblem(req, reply, body);
   });
   app.setNotFoundHandler((req, reply) =>
@@ -106,6 +109,32 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
     });
   }
   return app;
+}
+
+const DISCARD_MAX_BYTES = 16 * 1024 * 1024;
+const DISCARD_MAX_MS = 5_000;
+
+function discardBody(stream: FastifyRequest["raw"]): Promise<void> {
+  if (stream.complete || stream.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    let seen = 0;
+    const done = () => {
+      clearTimeout(timer);
+      stream.off("data", count);
+      stream.off("end", done);
+      stream.off("error", done);
+      resolve();
+    };
+    const count = (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > DISCARD_MAX_BYTES) done();
+    };
+    const timer = setTimeout(done, DISCARD_MAX_MS);
+    stream.on("data", count);
+    stream.once("end", done);
+    stream.once("error", done);
+    stream.resume();
+  });
 }
 
 function sendProblem(req: FastifyRequest, reply: FastifyReply, body: Problem) {

@@ -91,7 +91,7 @@ describe("events (ARCHITECTURE.md §Events)", () => {
     const events = Object.entries(files).flatMap(([producer, file]) =>
       file.messages.filter((m) => m.fields.some((f) => f.name === "event_id")).map((m) => ({ producer, name: m.name, typeName: m.typeName })),
     );
-    const bySchema = new Map(Object.entries(eventSchemas).map(([subject, schema]) => [schema.typeName, subject]));
+    const bySchema = new Map<string, string>(Object.entries(eventSchemas).map(([subject, schema]) => [schema.typeName, subject]));
     expect(bySchema.size).toBe(Object.keys(eventSchemas).length);
     for (const event of events) {
       const subject = bySchema.get(event.typeName);

@@ -162,7 +162,7 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
       const actor = requireManager(actorOf(ctx));
       await store.transaction(async (tx) => {
         const row = await store.findServerById(tx, tenantId, serverId, true);
-        if (!row || row.state !== "pending") throw notFound(serverId);
+        if (row?.state !== "pending") throw notFound(serverId);
         requireAccess(actor, { serverId, categoryId: row.category_id });
         await store.deleteServer(tx, serverId);
         await store.enqueue(tx, buildEvent("servers.server.purged", { tenantId, serverId }));

@@ -1,0 +1,221 @@
+// The embedded mode as `npm start` runs it (one process, embedded Postgres, in-process bus): the
+// dev tenant printed on the first start works, and the gateway's authentication holds there too.
+import { randomBytes, randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signRequest } from "../lib/signing.js";
+import { provisionTenant, type Res, type Signer, send, sendSigned } from "./http.js";
+import { startEmbeddedSystem, type System } from "./system.js";
+
+type DevTenant = { tenantId: string; memberId: string; key: string; kid: string; secret: string; signer: Signer };
+
+/** Asserts an RFC 9457 problem with this status and code, and returns its body. */
+function expectProblem(res: Res, status: number, code: string, context = ""): any {
+  const where = `${context} -> ${res.status} ${res.text}`;
+  expect({ status: res.status, code: res.body?.code }, where).toEqual({ status, code });
+  expect(res.headers.get("content-type") ?? "", where).toMatch(/^application\/problem\+json/);
+  expect(res.body, where).toMatchObject({
+    type: expect.any(String),
+    title: expect.any(String),
+    status,
+    code,
+    detail: expect.any(String),
+  });
+  expect(res.body.instance, where).toBe(res.headers.get("x-request-id"));
+  return res.body;
+}
+
+/** Polls `attempt` until it returns a value, every `intervalMs`, failing after `timeoutMs`. */
+async function pollFor<T>(
+  what: string,
+  attempt: () => T | undefined | Promise<T | undefined>,
+  timeoutMs: number,
+  intervalMs = 50,
+): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = await attempt();
+    if (value !== undefined) return value;
+    if (performance.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/** The dev tenant block of start.ts, once it is complete in the output. */
+function parseDevTenant(output: string): DevTenant | undefined {
+  const field = (label: string) => new RegExp(`^\\s+${label}:\\s+(\\S+)`, "m").exec(output)?.[1];
+  const tenantId = field("tenant");
+  const memberId = field("owner member");
+  const key = field("API key");
+  const kid = field("signing kid");
+  const secret = field("signing secret");
+  if (!tenantId || !memberId || !key || !kid || !secret) return undefined;
+  return { tenantId, memberId, key, kid, secret, signer: { tenant: tenantId, kid, secret } };
+}
+
+const EMPTY_PAGE = { results: [], next_page_token: "", page_size: 20 };
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+describe("embedded mode (npm start)", () => {
+  let dataDir: string;
+  let sys: System;
+  let dev: DevTenant;
+
+  beforeAll(async () => {
+    // Our own data directory, so that a second start can reuse it.
+    dataDir = await mkdtemp(join(tmpdir(), "replay-embedded-e2e-"));
+    sys = await startEmbeddedSystem({ DATA_DIR: dataDir });
+    dev = await pollFor("the dev tenant block", () => parseDevTenant(sys.output()), 30_000);
+  });
+
+  afterAll(async () => {
+    try {
+      if (sys) {
+        const codes = await sys.stop();
+        expect(codes, sys.output()).toEqual([0]);
+      }
+    } finally {
+      if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it("prints a dev tenant on the first start: tenant, owner, an all-scopes API key and a signing key", () => {
+    const out = sys.output();
+    expect(out).toContain("dev tenant (first start");
+    expect(dev.tenantId).toMatch(UUID);
+    expect(dev.memberId).toMatch(UUID);
+    expect(dev.key).toMatch(/^svc_live_[0-9A-Za-z]{40}$/);
+    expect(dev.kid.length).toBeGreaterThan(0);
+    expect(dev.secret.length).toBeGreaterThan(0);
+    expect(out).toMatch(/\(all scopes\)/);
+  });
+
+  it("the printed API key lists the dev tenant's servers: none yet", async () => {
+    const res = await send(sys.baseUrl, "GET", "/v1/api/servers", { headers: { authorization: `Bearer ${dev.key}` } });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toEqual({ servers: [] });
+    expect(res.headers.get("ratelimit-policy")).toMatch(/^"tenant";q=\d+;w=1$/);
+  });
+
+  it("the printed signing key signs GET /v1/replays: the dev tenant's empty first page", async () => {
+    const res = await sendSigned(sys.baseUrl, dev.signer, "GET", "/v1/replays");
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toEqual(EMPTY_PAGE);
+  });
+
+  it("the printed API key holds every scope", async () => {
+    const id = randomUUID();
+    const routes: [string, string, unknown][] = [
+      ["GET", "/v1/api/servers", undefined],
+      ["GET", "/v1/api/servers/pending", undefined],
+      ["POST", "/v1/api/servers", { name: `dev-${id.slice(0, 8)}` }],
+      ["GET", "/v1/api/replays", undefined],
+      ["POST", "/v1/api/timeline-events", { replayId: id, tick: 1, label: "dev" }],
+      ["POST", `/v1/webhooks/deliveries/${id}/replay`, undefined],
+    ];
+    for (const [method, path, body] of routes) {
+      const res = await send(sys.baseUrl, method, path, { body, headers: { authorization: `Bearer ${dev.key}` } });
+      expect(res.status, `${method} ${path}: ${res.text}`).not.toBe(401);
+      expect(res.body?.code, `${method} ${path}: ${res.text}`).not.toBe("INSUFFICIENT_SCOPE");
+    }
+  });
+
+  it("refuses a key route without credentials (UNAUTHENTICATED) and with an unknown key (INVALID_API_KEY)", async () => {
+    expectProblem(await send(sys.baseUrl, "GET", "/v1/api/servers"), 401, "UNAUTHENTICATED");
+    expectProblem(
+      await send(sys.baseUrl, "GET", "/v1/api/servers", { headers: { authorization: `Basic ${dev.key}` } }),
+      401,
+      "UNAUTHENTICATED",
+    );
+    const unknown = `svc_live_${randomBytes(30).toString("base64url").replace(/[-_]/g, "x").slice(0, 40)}`;
+    expectProblem(
+      await send(sys.baseUrl, "GET", "/v1/api/servers", { headers: { authorization: `Bearer ${unknown}` } }),
+      401,
+      "INVALID_API_KEY",
+    );
+    expectProblem(
+      await send(sys.baseUrl, "GET", "/v1/api/servers", { headers: { authorization: `Bearer ${dev.key}x` } }),
+      401,
+      "INVALID_API_KEY",
+    );
+  });
+
+  it("refuses a revoked key at once", async () => {
+    const t = await provisionTenant(sys);
+    const doomed = await t.mintKey(["servers:read"]);
+    expect((await send(sys.baseUrl, "GET", "/v1/api/servers", { headers: t.bearer(doomed.key) })).status).toBe(200);
+    await sys.admin.revokeApiKey({ keyId: doomed.keyId });
+    const revokedAt = performance.now();
+    const res = await pollFor(
+      "the revoked key refused",
+      async () => {
+        const r = await send(sys.baseUrl, "GET", "/v1/api/servers", { headers: t.bearer(doomed.key) });
+        return r.status === 200 ? undefined : r;
+      },
+      5000,
+      20,
+    );
+    expect(performance.now() - revokedAt).toBeLessThan(1000);
+    expectProblem(res, 401, "INVALID_API_KEY");
+  });
+
+  it("refuses a signed route without a signature, without a tenant, and with a wrong signature", async () => {
+    expectProblem(await send(sys.baseUrl, "GET", "/v1/replays"), 401, "UNAUTHENTICATED");
+    expectProblem(
+      await send(sys.baseUrl, "GET", "/v1/replays", { headers: { authorization: `Bearer ${dev.key}` } }),
+      401,
+      "UNAUTHENTICATED",
+    );
+    const { authorization } = signRequest({ ...dev.signer, method: "GET", url: `${sys.baseUrl}/v1/replays` });
+    const noTenant = authorization.replace(/tenant=[^,]+,/, "");
+    expectProblem(
+      await send(sys.baseUrl, "GET", "/v1/replays", { headers: { authorization: noTenant } }),
+      401,
+      "MISSING_TENANT",
+    );
+    const wrong = await sendSigned(sys.baseUrl, { ...dev.signer, secret: `${dev.secret}x` }, "GET", "/v1/replays");
+    expectProblem(wrong, 401, "INVALID_SIGNATURE");
+    const otherTenant = await provisionTenant(sys);
+    const crossed = await sendSigned(
+      sys.baseUrl,
+      { ...dev.signer, kid: otherTenant.signer.kid, secret: otherTenant.signer.secret },
+      "GET",
+      "/v1/replays",
+    );
+    expectProblem(crossed, 401, "INVALID_SIGNATURE", "another tenant's kid");
+    const expired = await sendSigned(sys.baseUrl, dev.signer, "GET", "/v1/replays", { ts: Date.now() - 600_000 });
+    expectProblem(expired, 401, "REQUEST_EXPIRED");
+  });
+
+  it("refuses a signed request replayed with the same nonce (NONCE_REUSED)", async () => {
+    const nonce = randomBytes(18).toString("base64url");
+    const ts = Date.now();
+    const first = await sendSigned(sys.baseUrl, dev.signer, "GET", "/v1/replays", { nonce, ts });
+    expect(first.status, first.text).toBe(200);
+    expectProblem(await sendSigned(sys.baseUrl, dev.signer, "GET", "/v1/replays", { nonce, ts }), 401, "NONCE_REUSED");
+  });
+
+  it("SIGTERM stops the process with exit code 0", async () => {
+    const codes = await sys.stop();
+    expect(codes, sys.output()).toEqual([0]);
+  });
+
+  it("a second start on the same data directory prints no new dev tenant, and the first one's keys keep working", async () => {
+    // LOG_LEVEL=info makes the process say "ready" once everything, a dev tenant included, is done.
+    sys = await startEmbeddedSystem({ DATA_DIR: dataDir, LOG_LEVEL: "info" });
+    await pollFor("the ready line", () => (/"msg":"ready"/.test(sys.output()) ? true : undefined), 30_000);
+    expect(sys.output()).not.toContain("dev tenant");
+    expect(parseDevTenant(sys.output())).toBeUndefined();
+    const servers = await send(sys.baseUrl, "GET", "/v1/api/servers", {
+      headers: { authorization: `Bearer ${dev.key}` },
+    });
+    expect(servers.status, servers.text).toBe(200);
+    expect(servers.body).toEqual({ servers: [] });
+    const replays = await sendSigned(sys.baseUrl, dev.signer, "GET", "/v1/replays");
+    expect(replays.status, replays.text).toBe(200);
+    expect(replays.body).toEqual(EMPTY_PAGE);
+    expect(await sys.stop()).toEqual([0]);
+  });
+});
