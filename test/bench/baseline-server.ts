@@ -1,0 +1,40 @@
+// The gateway benchmark's baseline: one Fastify process answering GET /v1/api/servers with the
+// servers service's list query straight through `pg` (same SQL, same JSON, pool of 10), and no
+// authentication, rate limit, RPC hop or protobuf. Env: DATABASE_URL, TENANT_ID (whose servers it lists),
+// PORT (0 = any). Prints {"port":N} once listening; SIGTERM stops it.
+import Fastify from "fastify";
+import { createPgDb } from "../../lib/db/db.js";
+import { isOnline } from "../../services/servers/status.js";
+import { createServersStore } from "../../services/servers/store.js";
+
+const { DATABASE_URL: databaseUrl, TENANT_ID: tenantId, PORT: port = "0" } = process.env;
+if (!databaseUrl || !tenantId) throw new Error("baseline-server needs DATABASE_URL and TENANT_ID");
+
+// The servers service's own store on a bare pg pool (lib/db/db.ts, the one pg set-up, same default
+// size of 10), so the SQL is the service's listServersByTenant by construction, whatever it becomes.
+const db = createPgDb({ url: databaseUrl, schema: "servers", poolMax: 10, applicationName: "bench-baseline" });
+const store = createServersStore(db);
+
+const app = Fastify();
+app.get("/v1/api/servers", async (_req, reply) => {
+  const rows = await store.listServersByTenant(tenantId);
+  const now = new Date();
+  // gateway/routes/servers.ts serverEntry's shape.
+  const servers = rows.map((row) => ({
+    id: row.server_id,
+    name: row.name,
+    status: isOnline(row.state, row.last_seen_at, now) ? "online" : "offline",
+    lastSeenAt: row.last_seen_at ? row.last_seen_at.toISOString() : null,
+    pluginVersion: row.plugin_version ?? null,
+    replayCount: Number(row.replay_count),
+    categoryId: row.category_id ?? null,
+    state: row.state === "deauthorised" ? "deauthorised" : "connected",
+  }));
+  return reply.type("application/json").send(JSON.stringify({ servers }));
+});
+
+await app.listen({ port: Number(port), host: "127.0.0.1" });
+process.stdout.write(`${JSON.stringify({ port: (app.server.address() as { port: number }).port })}\n`);
+process.once("SIGTERM", () => {
+  void app.close().then(() => db.close());
+});

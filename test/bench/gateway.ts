@@ -1,0 +1,543 @@
+// `npm run bench gateway`: authenticated GET /v1/api/servers through the gateway (key lookup,
+// scope, rate limit, RPC, SQL) against a baseline measured in the same run (one Fastify process
+// answering the same query with `pg`), plus where the extra time goes and the embedded start.
+import { type ChildProcess, spawn } from "node:child_process";
+import { cpus } from "node:os";
+import { fileURLToPath } from "node:url";
+import { isDeepStrictEqual } from "node:util";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import pg from "pg";
+import { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
+import { trustedHeaders } from "../../lib/rpc/context.js";
+import { provisionTenant } from "../http.js";
+import { startDistributedSystem, startEmbeddedSystem, type System } from "../system.js";
+import { requirePostgresAndNats } from "./env.js";
+import { type LoadResult, type LoadTarget, runLoad } from "./load.js";
+import { type CpuGroup, findChildPids, listeningPorts, processRssMb } from "./proc.js";
+import { type Cell, formatTable, round, writeResults } from "./report.js";
+import { median } from "./stats.js";
+
+export const description =
+  "GET /v1/api/servers through the gateway vs one Fastify process on pg (1/16/64 connections), where the time goes, embedded start and RSS";
+
+const CONNECTIONS = [1, 16, 64] as const;
+const BREAKDOWN_CONNECTIONS = [1, 64] as const;
+const SEEDED_SERVERS = 20;
+const RATIO_TARGET = 0.6;
+const EMBEDDED_STARTS = 3;
+/** Far above what 2 cores can serve, so the bucket never refuses a benchmark request. */
+const UNTHROTTLED_RPS = 1_000_000;
+
+const progress = (line: string) => process.stderr.write(`[bench gateway] ${line}\n`);
+
+type Run = { target: string; connections: number; result: LoadResult };
+
+export async function run(_args: string[]): Promise<void> {
+  const env = await requirePostgresAndNats();
+  const startedAt = new Date();
+
+  progress("starting the distributed system (5 processes, fresh database)");
+  const distributedStartMs = performance.now();
+  const sys = await startDistributedSystem({ gateways: 1 });
+  const distributedReadyMs = performance.now() - distributedStartMs;
+  let baseline: Baseline | undefined;
+  const runs: Run[] = [];
+  let servers: ServersFixture;
+  let rpcEncoding: RpcEncoding | undefined;
+  try {
+    const databaseUrl = sys.databaseUrl;
+    if (!databaseUrl) throw new Error("startDistributedSystem() returned no databaseUrl");
+    servers = await prepareServers(sys, databaseUrl);
+    baseline = await startBaseline(databaseUrl, servers.tenantId);
+    await checkSameAnswer(sys.baseUrl, servers, baseline.url);
+    const cpuGroups = processGroups(databaseUrl, baseline.pid);
+    const servicePid = cpuGroups.find((g) => g.label === "servers")?.pids?.[0];
+    const serversRpcUrl = servicePid === undefined ? undefined : rpcUrlOf(servicePid);
+
+    const load = async (target: string, loadTarget: LoadTarget, connections: number) => {
+      const result = await runLoad({
+        target: loadTarget,
+        connections,
+        durationS: env.durationS,
+        warmupS: env.warmupS,
+        cpuGroups,
+      });
+      progress(
+        `${target.padEnd(10)} ${String(connections).padStart(2)} conns: ${Math.round(result.rps)} req/s, p50 ${round(result.latency.p50Ms)} ms`,
+      );
+      runs.push({ target, connections, result });
+    };
+    const targets: Record<string, LoadTarget> = {
+      baseline: { kind: "http", url: `${baseline.url}/v1/api/servers` },
+      gateway: {
+        kind: "http",
+        url: `${sys.baseUrl}/v1/api/servers`,
+        headers: { authorization: `Bearer ${servers.key}` },
+      },
+    };
+
+    // Baseline and gateway alternate (ABBA across connection counts), so drift of a shared machine
+    // hits both sides alike.
+    for (const [i, connections] of CONNECTIONS.entries()) {
+      const order = i % 2 === 0 ? ["baseline", "gateway"] : ["gateway", "baseline"];
+      for (const target of order) await load(target, targets[target] as LoadTarget, connections);
+    }
+
+    // The breakdown: the same load on parts of the gateway path, outside the measured comparison.
+    const parts: [string, LoadTarget, readonly number[]][] = [
+      ["healthz", { kind: "http", url: `${sys.baseUrl}/healthz` }, BREAKDOWN_CONNECTIONS],
+      [
+        "auth-403",
+        {
+          kind: "http",
+          url: `${sys.baseUrl}/v1/api/servers`,
+          headers: { authorization: `Bearer ${servers.unscopedKey}` },
+        },
+        BREAKDOWN_CONNECTIONS,
+      ],
+    ];
+    if (serversRpcUrl) {
+      const rpc = { kind: "connect-list-servers", baseUrl: serversRpcUrl, tenantId: servers.tenantId } as const;
+      parts.push(
+        ["rpc-direct", rpc, BREAKDOWN_CONNECTIONS],
+        ["rpc-no-gzip", { ...rpc, acceptCompression: false }, [64]],
+      );
+      rpcEncoding = await probeRpcEncoding(serversRpcUrl, servers.tenantId);
+    } else {
+      progress("could not find the servers service's port; skipping the direct RPC part of the breakdown");
+    }
+    for (const connections of BREAKDOWN_CONNECTIONS) {
+      for (const [target, loadTarget, counts] of parts)
+        if (counts.includes(connections)) await load(target, loadTarget, connections);
+    }
+  } finally {
+    await baseline?.stop();
+    await sys.stop();
+  }
+
+  progress(`measuring the embedded start (${EMBEDDED_STARTS} fresh DATA_DIRs)`);
+  const embedded = await measureEmbeddedStarts();
+
+  const report = buildReport(runs, embedded, rpcEncoding);
+  const results = {
+    benchmark: "gateway",
+    startedAt: startedAt.toISOString(),
+    node: process.version,
+    cpus: cpus().length,
+    durationS: env.durationS,
+    warmupS: env.warmupS,
+    seededServers: SEEDED_SERVERS,
+    responseBytes: servers.bodyBytes,
+    rpcEncoding,
+    distributedReadyMs,
+    ratios: report.ratios,
+    ratioAt64: report.ratios[64],
+    ratioTarget: RATIO_TARGET,
+    runs,
+    embedded,
+  };
+  const path = await writeResults("gateway", results, startedAt);
+  process.stdout.write(
+    [
+      `gateway benchmark: GET /v1/api/servers listing ${SEEDED_SERVERS} servers (${servers.bodyBytes} bytes of JSON), ` +
+        `${env.durationS} s per run after a ${env.warmupS} s warm-up`,
+      `machine: ${cpus().length} cores, shared; node ${process.version}. The load generator (autocannon, its own process) ` +
+        "competes with the servers for those cores, the same way for both targets.",
+      "",
+      report.text,
+      "",
+      `results: ${path}`,
+      "",
+    ].join("\n"),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixture: tenant, keys, seeded servers.
+
+type ServersFixture = { tenantId: string; key: string; unscopedKey: string; bodyBytes: number };
+
+async function prepareServers(sys: System, databaseUrl: string): Promise<ServersFixture> {
+  const tenant = await provisionTenant(sys, { rateLimitRps: UNTHROTTLED_RPS, rateLimitBurst: UNTHROTTLED_RPS });
+  // A key without servers:read: the same request then ends at the scope check (403), before the RPC.
+  const { key: unscopedKey } = await tenant.mintKey(["replays:read"]);
+  // Rows go straight into the fresh database (no setup/check-in flow needed): online, offline and
+  // never-seen servers, as a real tenant has. Only columns every version of the table has.
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await client.query(
+      `INSERT INTO servers.server (server_id, tenant_id, name, state, plugin_version, last_seen_at)
+       SELECT gen_random_uuid(), $1, format('bench-server-%s', lpad(i::text, 2, '0')), 'connected', '2.4.1',
+              CASE WHEN i % 4 = 0 THEN NULL WHEN i % 4 = 1 THEN now() - interval '3 days' ELSE now() END
+         FROM generate_series(1, $2::int) AS i`,
+      [tenant.tenantId, SEEDED_SERVERS],
+    );
+  } finally {
+    await client.end();
+  }
+  return { tenantId: tenant.tenantId, key: tenant.key, unscopedKey, bodyBytes: 0 };
+}
+
+/** Both sides must do the same work: the same 200 body (the gateway's 403 for the unscoped key). */
+async function checkSameAnswer(gatewayUrl: string, fixture: ServersFixture, baselineUrl: string): Promise<void> {
+  const get = async (url: string, key?: string) => {
+    const res = await fetch(url, {
+      headers: key ? { authorization: `Bearer ${key}` } : {},
+      signal: AbortSignal.timeout(10_000),
+    });
+    return { status: res.status, text: await res.text() };
+  };
+  const [viaGateway, viaBaseline, unscoped] = await Promise.all([
+    get(`${gatewayUrl}/v1/api/servers`, fixture.key),
+    get(`${baselineUrl}/v1/api/servers`),
+    get(`${gatewayUrl}/v1/api/servers`, fixture.unscopedKey),
+  ]);
+  if (viaGateway.status !== 200 || viaBaseline.status !== 200) {
+    throw new Error(
+      `expected 200 from both: gateway ${viaGateway.status} ${viaGateway.text}, baseline ${viaBaseline.status} ${viaBaseline.text}`,
+    );
+  }
+  const body = JSON.parse(viaGateway.text) as { servers: unknown[] };
+  if (body.servers.length !== SEEDED_SERVERS || !isDeepStrictEqual(body, JSON.parse(viaBaseline.text))) {
+    throw new Error(
+      `the gateway and the baseline answer differently:\ngateway:  ${viaGateway.text}\nbaseline: ${viaBaseline.text}`,
+    );
+  }
+  if (unscoped.status !== 403)
+    throw new Error(`expected 403 for the key without servers:read, got ${unscoped.status} ${unscoped.text}`);
+  fixture.bodyBytes = Buffer.byteLength(viaGateway.text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes.
+
+type Baseline = { url: string; pid: number; stop(): Promise<void> };
+
+const baselineEntry = fileURLToPath(new URL("./baseline-server.js", import.meta.url));
+
+function startBaseline(databaseUrl: string, tenantId: string): Promise<Baseline> {
+  const child: ChildProcess = spawn(process.execPath, [baselineEntry], {
+    env: { PATH: process.env.PATH ?? "", DATABASE_URL: databaseUrl, TENANT_ID: tenantId, PORT: "0" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      const kill = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      child.once("exit", () => {
+        clearTimeout(kill);
+        resolve();
+      });
+      child.kill("SIGTERM");
+    });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      void stop();
+      reject(new Error(`the baseline server did not start:\n${output}`));
+    }, 15_000);
+    child.stderr?.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.stdout?.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /\{"port":(\d+)\}/.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve({ url: `http://127.0.0.1:${match[1]}`, pid: child.pid as number, stop });
+      }
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the baseline server exited (${code}):\n${output}`));
+    });
+  });
+}
+
+/**
+ * The processes whose CPU time is read around each run. The harness launches its processes as
+ * children of this one (`dist/start.js <name>`); Postgres backends name their database in their
+ * command line, which covers the services' pools and the baseline's alike.
+ */
+function processGroups(databaseUrl: string, baselinePid: number): CpuGroup[] {
+  const only = (name: string) => {
+    const pids = findChildPids(process.pid, `start.js ${name}`);
+    if (pids.length !== 1) throw new Error(`expected one "${name}" process under the harness, found ${pids.length}`);
+    return pids;
+  };
+  const database = new URL(databaseUrl).pathname.slice(1);
+  return [
+    { label: "gateway", pids: only("gateway") },
+    { label: "servers", pids: only("servers") },
+    { label: "postgres", cmdlineIncludes: ` ${database} ` },
+    { label: "baseline", pids: [baselinePid] },
+    { label: "other services", pids: [...only("markers"), ...only("replays"), ...only("webhooks")] },
+  ];
+}
+
+/** The servers service's RPC address: the harness does not expose service URLs, so its one listening port. */
+function rpcUrlOf(pid: number): string | undefined {
+  const ports = listeningPorts(pid);
+  return ports.length === 1 ? `http://127.0.0.1:${ports[0]}` : undefined;
+}
+
+type RpcEncoding = { contentEncoding: string; bytes: number; uncompressedBytes: number };
+
+/** How the servers service sends a ListServers response to a client with the gateway's transport settings. */
+async function probeRpcEncoding(baseUrl: string, tenantId: string): Promise<RpcEncoding> {
+  const call = async (acceptCompression: boolean) => {
+    const transport = createConnectTransport({
+      baseUrl,
+      httpVersion: "2",
+      useBinaryFormat: true,
+      ...(acceptCompression ? {} : { acceptCompression: [] }),
+    });
+    let headers = new Headers();
+    await createClient(ServersService, transport).listServers(
+      {},
+      { headers: trustedHeaders({ tenantId }), onHeader: (h) => (headers = h) },
+    );
+    return {
+      contentEncoding: headers.get("content-encoding") ?? "identity",
+      bytes: Number(headers.get("content-length") ?? Number.NaN),
+    };
+  };
+  const [asGateway, plain] = [await call(true), await call(false)];
+  return { contentEncoding: asGateway.contentEncoding, bytes: asGateway.bytes, uncompressedBytes: plain.bytes };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embedded start.
+
+type EmbeddedStart = {
+  readyMs: number;
+  startMs: number | undefined;
+  logRssMb: number | undefined;
+  vmRssMb: number | undefined;
+};
+
+/** Spawn → /readyz 200 (the harness polls every 100 ms), the process's own "ready" log line, and VmRSS once it is printed. */
+async function measureEmbeddedStarts(): Promise<EmbeddedStart[]> {
+  const starts: EmbeddedStart[] = [];
+  for (let i = 0; i < EMBEDDED_STARTS; i++) {
+    const beganMs = performance.now();
+    const sys = await startEmbeddedSystem({ LOG_LEVEL: "info" });
+    const readyMs = performance.now() - beganMs;
+    try {
+      // /readyz answers once the gateway listens; the "ready" line follows when start.ts is done
+      // (the dev tenant of a first start included), and VmRSS is read then.
+      const deadlineMs = performance.now() + 30_000;
+      let ready = readyLine(sys.output());
+      while (!ready && performance.now() < deadlineMs) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        ready = readyLine(sys.output());
+      }
+      const pid = findChildPids(process.pid, "start.js")[0];
+      const vmRssMb = pid === undefined ? undefined : processRssMb(pid);
+      starts.push({ readyMs, startMs: ready?.startMs, logRssMb: ready?.rssMb, vmRssMb });
+      progress(`embedded start ${i + 1}: ${Math.round(readyMs)} ms to /readyz, VmRSS ${round(vmRssMb)} MiB`);
+    } finally {
+      await sys.stop();
+    }
+  }
+  return starts;
+}
+
+function readyLine(output: string): { startMs: number; rssMb: number } | undefined {
+  for (const line of output.split("\n")) {
+    if (!line.includes('"msg":"ready"')) continue;
+    try {
+      const entry = JSON.parse(line) as { startMs?: number; rssMb?: number };
+      if (typeof entry.startMs === "number" && typeof entry.rssMb === "number")
+        return { startMs: entry.startMs, rssMb: entry.rssMb };
+    } catch {
+      // not a whole JSON line
+    }
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report.
+
+const CPU_LABELS = ["gateway", "servers", "postgres", "baseline", "other services", "generator"] as const;
+
+function buildReport(runs: Run[], embedded: EmbeddedStart[], rpcEncoding: RpcEncoding | undefined) {
+  const find = (target: string, connections: number) =>
+    runs.find((r) => r.target === target && r.connections === connections)?.result;
+  const ratios: Record<number, number | undefined> = {};
+  const lines: string[] = [];
+
+  const mainRows: Cell[][] = [];
+  for (const connections of CONNECTIONS) {
+    const base = find("baseline", connections);
+    const gw = find("gateway", connections);
+    ratios[connections] = base && gw ? gw.rps / base.rps : undefined;
+    for (const [target, r] of [
+      ["baseline", base],
+      ["gateway", gw],
+    ] as const) {
+      if (!r) continue;
+      mainRows.push([
+        connections,
+        target,
+        Math.round(r.rps),
+        round(r.latency.p50Ms),
+        round(r.latency.p99Ms),
+        round(r.latency.meanMs),
+        r.errors,
+        r.non2xx,
+        target === "gateway" ? round(ratios[connections], 2) : undefined,
+      ]);
+    }
+  }
+  lines.push(
+    formatTable(
+      ["conns", "target", "req/s", "p50 ms", "p99 ms", "mean ms", "errors", "non-2xx", "gateway/baseline"],
+      mainRows,
+    ),
+  );
+  const bytes = (target: string) => find(target, 64)?.bytesPerResponse;
+  lines.push(
+    "",
+    `bytes per response with headers: baseline ${Math.round(bytes("baseline") ?? 0)}, gateway ${Math.round(bytes("gateway") ?? 0)} ` +
+      "(the same JSON body; the gateway adds x-request-id and the RateLimit headers)",
+  );
+  const ratio64 = ratios[64];
+  lines.push(
+    "",
+    `ratio at 64 connections: ${round(ratio64, 2) ?? "-"} (target >= ${RATIO_TARGET}: ${ratio64 === undefined ? "not measured" : ratio64 >= RATIO_TARGET ? "met" : "NOT met"})`,
+  );
+
+  // Where the time goes: CPU per request of every process, per run, at each breakdown connection count.
+  const cpuHeaders = ["conns", "target", "req/s", ...CPU_LABELS, "attributed", "rest of machine", "machine busy %"];
+  const cpuRows: Cell[][] = [];
+  for (const connections of BREAKDOWN_CONNECTIONS) {
+    for (const target of ["baseline", "gateway", "healthz", "auth-403", "rpc-direct", "rpc-no-gzip"]) {
+      const r = find(target, connections);
+      if (!r || r.requests === 0) continue;
+      const perReqUs = (ms: number | undefined) => ((ms ?? 0) * 1000) / r.requests;
+      const attributedMs = CPU_LABELS.reduce((sum, label) => sum + (r.cpuMs[label] ?? 0), 0);
+      cpuRows.push([
+        connections,
+        target,
+        Math.round(r.rps),
+        ...CPU_LABELS.map((label) => Math.round(perReqUs(r.cpuMs[label]))),
+        Math.round(perReqUs(attributedMs)),
+        Math.round(perReqUs(Math.max(0, r.machineBusyMs - attributedMs))),
+        Math.round((100 * r.machineBusyMs) / (r.elapsedS * 1000 * cpus().length)),
+      ]);
+    }
+  }
+  lines.push(
+    "",
+    "where the time goes: CPU µs per request by process (from /proc around each measured run)",
+    "  healthz    = GET /healthz on the gateway: HTTP/1.1 + Fastify alone",
+    "  auth-403   = the servers route with a key lacking servers:read: + key lookup (cached), rate limit, scope, problem JSON; no RPC",
+    "  rpc-direct = ListServers straight to the servers service with the gateway's Connect transport (h2c, binary): RPC + SQL, no gateway;",
+    "               its generator is a Connect client loop, not autocannon, so its generator column is not comparable",
+    "  rpc-no-gzip = rpc-direct with a client that accepts no response compression",
+    formatTable(cpuHeaders, cpuRows),
+  );
+  lines.push("", ...explain(find, rpcEncoding));
+
+  const latencyRows: Cell[][] = ["healthz", "auth-403", "baseline", "rpc-direct", "gateway"].flatMap((target) => {
+    const r = find(target, 1);
+    return r ? [[target, round(r.latency.meanMs), round(r.latency.p50Ms), round(r.latency.p99Ms)]] : [];
+  });
+  lines.push(
+    "",
+    "one connection (latency, nothing queued):",
+    formatTable(["target", "mean ms", "p50 ms", "p99 ms"], latencyRows),
+  );
+
+  const medianOf = (pick: (s: EmbeddedStart) => number | undefined) => {
+    const values = embedded.map(pick).filter((v): v is number => v !== undefined);
+    return values.length ? median(values) : undefined;
+  };
+  lines.push(
+    "",
+    `embedded start (npm start on a fresh DATA_DIR, ${embedded.length} runs, median):`,
+    formatTable(
+      ["measure", "median", "runs"],
+      [
+        [
+          "spawn -> /readyz 200, ms (polled every 100 ms)",
+          round(medianOf((s) => s.readyMs)),
+          embedded.map((s) => Math.round(s.readyMs)).join(", "),
+        ],
+        [
+          "in-process start -> ready, ms (log startMs)",
+          round(medianOf((s) => s.startMs)),
+          embedded.map((s) => s.startMs ?? "-").join(", "),
+        ],
+        [
+          "VmRSS after ready, MiB (/proc)",
+          round(medianOf((s) => s.vmRssMb)),
+          embedded.map((s) => round(s.vmRssMb) ?? "-").join(", "),
+        ],
+        [
+          "RSS at ready, MiB (log rssMb)",
+          round(medianOf((s) => s.logRssMb)),
+          embedded.map((s) => s.logRssMb ?? "-").join(", "),
+        ],
+      ],
+    ),
+  );
+  return { text: lines.join("\n"), ratios };
+}
+
+/** The 64-connection story in words: what the gateway path costs beyond the baseline, by process. */
+function explain(
+  find: (target: string, connections: number) => LoadResult | undefined,
+  rpcEncoding: RpcEncoding | undefined,
+): string[] {
+  const base = find("baseline", 64);
+  const gw = find("gateway", 64);
+  if (!base || !gw || base.requests === 0 || gw.requests === 0) return [];
+  const us = (r: LoadResult, label: string) => ((r.cpuMs[label] ?? 0) * 1000) / r.requests;
+  const servedBy = (r: LoadResult) =>
+    us(r, "gateway") + us(r, "servers") + us(r, "postgres") + us(r, "baseline") + us(r, "other services");
+  const baseServe = servedBy(base);
+  const gwServe = servedBy(gw);
+  const health = find("healthz", 64);
+  const auth = find("auth-403", 64);
+  const rpc = find("rpc-direct", 64);
+  const n = (v: number) => String(Math.round(v));
+  const lines = [
+    "at 64 connections:",
+    `  serving one request costs ${n(gwServe)} µs of CPU through the gateway against ${n(baseServe)} µs for the baseline ` +
+      `(x${(gwServe / baseServe).toFixed(2)}; generator excluded); with the cores saturated that alone predicts a ratio near ${(baseServe / gwServe).toFixed(2)}.`,
+    `  of the extra ${n(gwServe - baseServe)} µs: the servers process ${n(us(gw, "servers"))} µs (h2c server, Connect, protobuf, its pg pool), ` +
+      `the gateway process ${n(us(gw, "gateway") - us(base, "baseline"))} µs more than the baseline's Fastify process ` +
+      `(${n(us(gw, "gateway"))} vs ${n(us(base, "baseline"))}), Postgres ${n(us(gw, "postgres") - us(base, "postgres"))} µs.`,
+  ];
+  if (health && auth) {
+    lines.push(
+      `  inside the gateway process: HTTP + Fastify alone ${n(us(health, "gateway"))} µs (healthz); up to the scope check ${n(us(auth, "gateway"))} µs (auth-403); ` +
+        `the rest of its ${n(us(gw, "gateway"))} µs (~${n(us(gw, "gateway") - us(auth, "gateway"))} µs) is the Connect client call, protobuf decoding and the JSON reply.`,
+    );
+  }
+  if (rpc) {
+    lines.push(
+      `  the servers service answers ListServers directly at ${Math.round(rpc.rps)} req/s (${n(us(rpc, "servers"))} µs servers + ${n(us(rpc, "postgres"))} µs Postgres per call), ` +
+        `so neither hop alone is the limit: the two Node processes share 2 cores with Postgres and the generator.`,
+    );
+  }
+  const plain = find("rpc-no-gzip", 64);
+  if (rpc && plain && rpcEncoding) {
+    const how =
+      rpcEncoding.contentEncoding === "identity" ? "uncompressed" : `${rpcEncoding.contentEncoding}-compressed`;
+    lines.push(
+      `  the ListServers response travels ${how} to the gateway (${rpcEncoding.bytes} bytes; ${rpcEncoding.uncompressedBytes} without): ` +
+        `a client accepting no compression costs the servers process ${n(us(plain, "servers"))} µs per call instead of ${n(us(rpc, "servers"))} µs, ` +
+        `and the client ${n(us(plain, "generator"))} µs instead of ${n(us(rpc, "generator"))} µs (CPU per call; req/s of those two runs is not alternated).`,
+    );
+  }
+  lines.push(
+    `  the generator spends ${n(us(gw, "generator"))} µs (gateway) and ${n(us(base, "generator"))} µs (baseline) per request on the same cores.`,
+  );
+  return lines;
+}

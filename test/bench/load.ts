@@ -1,0 +1,74 @@
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import type { CpuGroup } from "./proc.js";
+import type { LatencySummary } from "./stats.js";
+
+/** What a load run drives: an HTTP/1.1 endpoint through autocannon, or the servers service's ListServers RPC through a Connect client (h2c). */
+export type LoadTarget =
+  | { kind: "http"; url: string; headers?: Record<string, string> }
+  | {
+      kind: "connect-list-servers";
+      baseUrl: string;
+      tenantId: string;
+      /** False: the client accepts no response compression (the gateway's transport accepts gzip and br). */
+      acceptCompression?: boolean;
+    };
+
+export type LoadSpec = {
+  target: LoadTarget;
+  /** Concurrent requests in flight: HTTP connections, or concurrent calls on the one HTTP/2 session. */
+  connections: number;
+  durationS: number;
+  /** The same load, not recorded, right before the measured run. */
+  warmupS: number;
+  /** Processes whose CPU time is read around the measured run (the generator's own is added as "generator"). */
+  cpuGroups: CpuGroup[];
+};
+
+export type LoadResult = {
+  connections: number;
+  elapsedS: number;
+  /** Completed responses of any status. */
+  requests: number;
+  rps: number;
+  latency: LatencySummary;
+  /** Connection errors and timeouts (http), failed calls (connect). */
+  errors: number;
+  non2xx: number;
+  statusCounts: Record<string, number>;
+  /** Response size including headers (http only). */
+  bytesPerResponse: number | undefined;
+  /** CPU ms per group during the measured run, "generator" included. */
+  cpuMs: Record<string, number>;
+  /** Busy CPU ms of the whole machine (all cores) during the measured run. */
+  machineBusyMs: number;
+};
+
+const workerPath = fileURLToPath(new URL("./load-worker.js", import.meta.url));
+
+/**
+ * Runs one load in a child process of its own, so the generator's CPU is not the measured
+ * process's; it still shares the machine's cores with the servers it loads.
+ */
+export function runLoad(spec: LoadSpec): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [workerPath, JSON.stringify(spec)], { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.once("error", reject);
+    child.once("exit", (code) => {
+      const line = stdout.trim().split("\n").pop() ?? "";
+      if (code !== 0 || !line.startsWith("{")) {
+        reject(new Error(`load worker exited ${code}:\n${stderr}${stdout}`));
+        return;
+      }
+      resolve(JSON.parse(line) as LoadResult);
+    });
+  });
+}

@@ -1,0 +1,44 @@
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The repository root, from dist/test/bench/ (compiled) or test/bench/. */
+export const repoRoot = fileURLToPath(new URL("../..", import.meta.url)).replace(/\/dist\/?$/, "/");
+
+export type Cell = string | number | undefined;
+
+/** A plain-text table: numbers right-aligned, text left-aligned, undefined as "-". */
+export function formatTable(headers: readonly string[], rows: readonly (readonly Cell[])[]): string {
+  const text = rows.map((row) => headers.map((_, i) => (row[i] === undefined ? "-" : String(row[i]))));
+  const widths = headers.map((h, i) => Math.max(h.length, ...text.map((row) => (row[i] as string).length)));
+  const alignRight = headers.map((_, i) => rows.every((row) => row[i] === undefined || typeof row[i] === "number"));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => (alignRight[i] ? cell.padStart(widths[i] as number) : cell.padEnd(widths[i] as number)))
+      .join("  ")
+      .trimEnd();
+  return [line(headers), line(widths.map((w) => "-".repeat(w))), ...text.map(line)].join("\n");
+}
+
+/** Rounds for display: at least `digits` significant digits, no exponent. */
+export function round(value: number | undefined, digits = 3): number | undefined {
+  if (value === undefined || !Number.isFinite(value)) return undefined;
+  if (value === 0) return 0;
+  const decimals = Math.max(0, digits - 1 - Math.floor(Math.log10(Math.abs(value))));
+  return Number(value.toFixed(decimals));
+}
+
+/** Writes dist/bench-results/<name>-<timestamp>.json (dist/ is ignored by git); returns the path. */
+export async function writeResults(name: string, results: unknown, at = new Date()): Promise<string> {
+  const dir = join(repoRoot, "dist", "bench-results");
+  await mkdir(dir, { recursive: true });
+  const path = join(
+    dir,
+    `${name}-${at
+      .toISOString()
+      .replaceAll(":", "-")
+      .replace(/\.\d+Z$/, "Z")}.json`,
+  );
+  await writeFile(path, `${JSON.stringify(results, null, 2)}\n`);
+  return path;
+}
