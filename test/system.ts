@@ -52,8 +52,8 @@ export function distributedSkipReason(): string | undefined {
 
 type Proc = { name: string; child: ChildProcess; output: string[] };
 
-function launch(name: string, args: string[], env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, [entry, ...args], {
+function launch(name: string, args: string[], env: Record<string, string>, nodeArgs: readonly string[] = []): Proc {
+  const child = spawn(process.execPath, [...nodeArgs, entry, ...args], {
     cwd: root,
     env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -187,7 +187,16 @@ async function createDatabase(baseUrl: string): Promise<{ url: string; drop(): P
  * The distributed deployment: markers, servers, replays and webhooks, then `gateways` gateway
  * replicas (GATEWAY_REPLICAS set to match), each its own process.
  */
-export async function startDistributedSystem({ gateways = 1, env = {} }: { gateways?: number; env?: Record<string, string> } = {}): Promise<System> {
+export async function startDistributedSystem({
+  gateways = 1,
+  env = {},
+  nodeArgs = [],
+}: {
+  gateways?: number;
+  env?: Record<string, string>;
+  /** Extra node flags for every process, e.g. ["--cpu-prof", "--cpu-prof-dir=/tmp/prof"] to profile. */
+  nodeArgs?: readonly string[];
+} = {}): Promise<System> {
   const reason = distributedSkipReason();
   if (reason) throw new Error(reason);
   const database = await createDatabase(process.env.DATABASE_URL as string);
@@ -202,13 +211,13 @@ export async function startDistributedSystem({ gateways = 1, env = {} }: { gatew
     ...Object.fromEntries(names.map((name, i) => [`${name.toUpperCase()}_URL`, `http://127.0.0.1:${ports[i]}`])),
     ...env,
   };
-  const procs: Proc[] = names.map((name, i) => launch(name, [name], { ...shared, PORT: String(ports[i]) }));
+  const procs: Proc[] = names.map((name, i) => launch(name, [name], { ...shared, PORT: String(ports[i]) }, nodeArgs));
   const gatewayUrls: string[] = [];
   const internalUrls: string[] = [];
   for (let g = 0; g < gateways; g++) {
     const port = ports[names.length + g * 2] as number;
     const internalPort = ports[names.length + g * 2 + 1] as number;
-    procs.push(launch(`gateway-${g}`, ["gateway"], { ...shared, PORT: String(port), INTERNAL_PORT: String(internalPort) }));
+    procs.push(launch(`gateway-${g}`, ["gateway"], { ...shared, PORT: String(port), INTERNAL_PORT: String(internalPort) }, nodeArgs));
     gatewayUrls.push(`http://127.0.0.1:${port}`);
     internalUrls.push(`http://127.0.0.1:${internalPort}`);
   }

@@ -16,6 +16,8 @@ export function createTransportPool(): { transport(baseUrl: string): Transport }
           baseUrl,
           httpVersion: "2",
           useBinaryFormat: true,
+          // In-cluster calls: no gzip (see createRpcServer).
+          acceptCompression: [],
           // Keeps idle connections warm and notices a dead peer instead of hanging on it.
           pingIntervalMs: 30_000,
           idleConnectionTimeoutMs: 60_000,
