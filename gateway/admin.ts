@@ -173,6 +173,7 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
         memberId = requireId(req.memberId, "member");
         const member = await store.findMemberById(store.db, memberId);
         if (!member || member.tenant_id !== tenantId) throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId} in tenant ${tenantId}`);
+        if (member.removed) throw new DomainError("INVALID_ARGUMENT", `member ${memberId} was removed; it cannot mint keys`);
       }
       const key = mintApiKey();
       const keyId = newId();
