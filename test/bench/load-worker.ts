@@ -1,20 +1,36 @@
 // One load run in its own process (see load.ts): argv[2] is a LoadSpec as JSON; the LoadResult is
 // the last line on stdout.
+import { readFileSync } from "node:fs";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import * as grpc from "@grpc/grpc-js";
 import autocannon from "autocannon";
-import { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
+import pg from "pg";
+import {
+  type CheckInRequest,
+  CheckInRequestSchema,
+  CheckInResponseSchema,
+  RecorderService,
+} from "../../gen/replay/servers/v1/recorder_pb.js";
+import { ServersService, ServerStatus } from "../../gen/replay/servers/v1/servers_pb.js";
 import { trustedHeaders } from "../../lib/rpc/context.js";
+import type { CheckInKeys, LoadResult, LoadSpec, LoadTarget } from "./load.js";
 import { cpuDelta, snapshotCpu } from "./proc.js";
-import type { LoadResult, LoadSpec, LoadTarget } from "./load.js";
 import { createSampleBuffer, summarizeLatencies } from "./stats.js";
 
 type Recorder = { latency(ms: number): void; status(code: string): void };
-type Outcome = { errors: number; bytes: number | undefined };
+type Outcome = {
+  errors: number;
+  bytes: number | undefined;
+  errorKinds?: Record<string, number>;
+  distinctKeys?: number;
+};
 
 const ignore: Recorder = { latency() {}, status() {} };
 
-type Driver = (durationS: number, record: Recorder) => Promise<Outcome>;
+/** One timed stretch of load; `measured` is false for the warm-up. */
+type Driver = (durationS: number, record: Recorder, measured: boolean) => Promise<Outcome>;
 
 function httpDriver(target: Extract<LoadTarget, { kind: "http" }>, connections: number): Driver {
   return (durationS, record) =>
@@ -61,13 +77,145 @@ function connectDriver(target: Extract<LoadTarget, { kind: "connect-list-servers
   };
 }
 
+/** One check-in of `serverId`: undefined when it succeeded, else what went wrong. */
+type CheckInCall = (serverId: string, pluginVersion: string) => Promise<string | undefined>;
+
+/**
+ * `connections` loops, each checking in the next server of a shared round-robin over the ids
+ * (from the first, every run), so two in-flight check-ins never touch the same row and every
+ * target sees the same sequence of ids.
+ */
+function checkInDriver(keys: CheckInKeys, connections: number, call: CheckInCall): Driver {
+  const ids = readFileSync(keys.idsFile, "utf8").split("\n").filter(Boolean);
+  if (ids.length === 0) throw new Error(`no server ids in ${keys.idsFile}`);
+  return async (durationS, record, measured) => {
+    const pluginVersion = measured ? keys.pluginVersion : `${keys.pluginVersion}-warmup`;
+    const touched = new Uint8Array(ids.length);
+    const errorKinds: Record<string, number> = {};
+    let distinctKeys = 0;
+    let errors = 0;
+    let next = 0;
+    const untilMs = performance.now() + durationS * 1000;
+    const loop = async () => {
+      while (performance.now() < untilMs) {
+        const index = next++ % ids.length;
+        const startMs = performance.now();
+        const failure = await call(ids[index] as string, pluginVersion);
+        if (failure === undefined) {
+          record.latency(performance.now() - startMs);
+          record.status("200");
+          if (touched[index] === 0) {
+            touched[index] = 1;
+            distinctKeys++;
+          }
+        } else {
+          errors++;
+          errorKinds[failure] = (errorKinds[failure] ?? 0) + 1;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: connections }, loop));
+    return { errors, bytes: undefined, errorKinds, distinctKeys };
+  };
+}
+
+/** A stock gRPC client as recorder infrastructure runs one: one channel, protobuf-es serializers (test/recorder.ts). */
+function grpcCheckInDriver(target: Extract<LoadTarget, { kind: "grpc-checkin" }>, connections: number): Driver {
+  const client = new grpc.Client(target.address, grpc.credentials.createInsecure());
+  const method = `/${RecorderService.typeName}/CheckIn`;
+  const serialize = (message: CheckInRequest) => Buffer.from(toBinary(CheckInRequestSchema, message));
+  const deserialize = (bytes: Buffer) => fromBinary(CheckInResponseSchema, bytes);
+  return checkInDriver(
+    target.keys,
+    connections,
+    (serverId, pluginVersion) =>
+      new Promise((resolve) => {
+        client.makeUnaryRequest(
+          method,
+          serialize,
+          deserialize,
+          create(CheckInRequestSchema, { serverId, pluginVersion }),
+          { deadline: Date.now() + 10_000 },
+          (err, res) => {
+            if (err) resolve(grpc.status[err.code] ?? `grpc-${err.code}`);
+            else if (res?.serverId !== serverId || res.status !== ServerStatus.ONLINE) resolve("not-online");
+            else resolve(undefined);
+          },
+        );
+      }),
+  );
+}
+
+/** The baseline of a check-in: its one UPDATE through `pg`, autocommitted, nothing else. */
+async function pgCheckInDriver(
+  target: Extract<LoadTarget, { kind: "pg-checkin" }>,
+  connections: number,
+): Promise<Driver> {
+  const pool = new pg.Pool({
+    connectionString: target.databaseUrl,
+    max: target.poolMax,
+    // The pool stays whole for the worker's life: no backend exits (and takes its CPU time along) mid-run.
+    idleTimeoutMillis: 0,
+    application_name: "bench-pg-checkin",
+  });
+  pool.on("error", () => {
+    // an idle client's error: the next query on it fails and is counted
+  });
+  // Every connection opened now, outside the warm-up and the measured run; a refusal (max_connections) fails here.
+  const clients = await Promise.all(Array.from({ length: target.poolMax }, () => pool.connect()));
+  for (const client of clients) client.release();
+  return checkInDriver(target.keys, connections, async (serverId, pluginVersion) => {
+    try {
+      const res = await pool.query(
+        "UPDATE servers.server SET last_seen_at = $2, plugin_version = $3 WHERE server_id = $1",
+        [serverId, new Date(), pluginVersion],
+      );
+      return res.rowCount === 1 ? undefined : "no-row";
+    } catch (err) {
+      return (err as { code?: string }).code ?? "pg-error";
+    }
+  });
+}
+
+/** The servers service's check-in query by construction: its store on lib/db's pool, no RPC around it. */
+async function storeCheckInDriver(
+  target: Extract<LoadTarget, { kind: "store-checkin" }>,
+  connections: number,
+): Promise<Driver> {
+  // Imported here: only this target needs the service's modules.
+  const { createPgDb } = await import("../../lib/db/db.js");
+  const { createServersStore } = await import("../../services/servers/store.js");
+  const store = createServersStore(
+    createPgDb({ url: target.databaseUrl, schema: "servers", applicationName: "bench-store-checkin" }),
+  );
+  return checkInDriver(target.keys, connections, async (serverId, pluginVersion) => {
+    try {
+      return (await store.updateServerSeen(serverId, new Date(), pluginVersion)) ? undefined : "no-row";
+    } catch (err) {
+      return (err as { code?: string }).code ?? "pg-error";
+    }
+  });
+}
+
+function driverFor(spec: LoadSpec): Driver | Promise<Driver> {
+  switch (spec.target.kind) {
+    case "http":
+      return httpDriver(spec.target, spec.connections);
+    case "connect-list-servers":
+      return connectDriver(spec.target, spec.connections);
+    case "grpc-checkin":
+      return grpcCheckInDriver(spec.target, spec.connections);
+    case "pg-checkin":
+      return pgCheckInDriver(spec.target, spec.connections);
+    case "store-checkin":
+      return storeCheckInDriver(spec.target, spec.connections);
+  }
+}
+
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? "") as LoadSpec;
-  const drive =
-    spec.target.kind === "http"
-      ? httpDriver(spec.target, spec.connections)
-      : connectDriver(spec.target, spec.connections);
-  if (spec.warmupS > 0) await drive(spec.warmupS, ignore);
+  const drive = await driverFor(spec);
+  if (spec.warmupS > 0) await drive(spec.warmupS, ignore, false);
 
   const latencies = createSampleBuffer();
   const statusCounts: Record<string, number> = {};
@@ -80,7 +228,7 @@ async function main(): Promise<void> {
   const before = snapshotCpu(spec.cpuGroups);
   const ownBefore = process.cpuUsage();
   const startMs = performance.now();
-  const outcome = await drive(spec.durationS, record);
+  const outcome = await drive(spec.durationS, record, true);
   const elapsedS = (performance.now() - startMs) / 1000;
   const own = process.cpuUsage(ownBefore);
   const cpu = cpuDelta(before, snapshotCpu(spec.cpuGroups));
@@ -94,6 +242,8 @@ async function main(): Promise<void> {
     rps: requests / elapsedS,
     latency: summarizeLatencies(latencies.values()),
     errors: outcome.errors,
+    ...(outcome.errorKinds ? { errorKinds: outcome.errorKinds } : {}),
+    ...(outcome.distinctKeys === undefined ? {} : { distinctKeys: outcome.distinctKeys }),
     non2xx,
     statusCounts,
     bytesPerResponse: outcome.bytes === undefined || requests === 0 ? undefined : outcome.bytes / requests,

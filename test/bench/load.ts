@@ -3,7 +3,11 @@ import { fileURLToPath } from "node:url";
 import type { CpuGroup } from "./proc.js";
 import type { LatencySummary } from "./stats.js";
 
-/** What a load run drives: an HTTP/1.1 endpoint through autocannon, or the servers service's ListServers RPC through a Connect client (h2c). */
+/**
+ * What a load run drives: an HTTP/1.1 endpoint through autocannon, the servers service's ListServers
+ * RPC through a Connect client (h2c), recorder check-ins through a stock gRPC client, or a check-in's
+ * `UPDATE` through `pg` (bare, or the servers store's own).
+ */
 export type LoadTarget =
   | { kind: "http"; url: string; headers?: Record<string, string> }
   | {
@@ -12,7 +16,39 @@ export type LoadTarget =
       tenantId: string;
       /** False: the client accepts no response compression (the gateway's transport accepts gzip and br). */
       acceptCompression?: boolean;
+    }
+  | {
+      /** RecorderService.CheckIn with @grpc/grpc-js: one channel, `connections` unary calls in flight. */
+      kind: "grpc-checkin";
+      /** host:port of an h2c server that serves RecorderService. */
+      address: string;
+      /** The servers checked in, round-robin from the first: see CheckInKeys. */
+      keys: CheckInKeys;
+    }
+  | {
+      /** `UPDATE servers.server SET last_seen_at, plugin_version WHERE server_id` on a pg pool. */
+      kind: "pg-checkin";
+      databaseUrl: string;
+      /** The pool's size (every connection is opened before the warm-up). */
+      poolMax: number;
+      keys: CheckInKeys;
+    }
+  | {
+      /**
+       * The servers service's own check-in UPDATE (its store's updateServerSeen on lib/db's pg pool,
+       * the service's default size), called directly: a check-in without the RPC layer.
+       */
+      kind: "store-checkin";
+      databaseUrl: string;
+      keys: CheckInKeys;
     };
+
+/**
+ * Which servers a check-in load checks in, and the plugin version it sends: the measured run sends
+ * `pluginVersion`, the warm-up `${pluginVersion}-warmup`, so the rows the measured run wrote can be
+ * counted afterwards. Ids are read from a file, one a line (10 000 UUIDs exceed an argv string's 128 KiB).
+ */
+export type CheckInKeys = { idsFile: string; pluginVersion: string };
 
 export type LoadSpec = {
   target: LoadTarget;
@@ -32,8 +68,12 @@ export type LoadResult = {
   requests: number;
   rps: number;
   latency: LatencySummary;
-  /** Connection errors and timeouts (http), failed calls (connect). */
+  /** Connection errors and timeouts (http), failed calls (connect, check-ins: never counted as requests). */
   errors: number;
+  /** Failed calls by kind (gRPC status name, SQLSTATE, "not-online", "no-row"), when the driver tells them apart. */
+  errorKinds?: Record<string, number>;
+  /** Check-ins: distinct server ids whose check-in succeeded in the measured run. */
+  distinctKeys?: number;
   non2xx: number;
   statusCounts: Record<string, number>;
   /** Response size including headers (http only). */

@@ -7,6 +7,7 @@ type Benchmark = { description: string; run(args: string[]): Promise<void> };
 
 const benchmarks: Record<string, () => Promise<Benchmark>> = {
   gateway: () => import("./gateway.js"),
+  servers: () => import("./servers.js"),
 };
 
 async function usage(): Promise<string> {
