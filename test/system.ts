@@ -33,6 +33,8 @@ export type System = {
   admin: Client<typeof IdentityAdminService>;
   /** What the processes printed, for failure messages. */
   output(): string;
+  /** Fault tests: SIGKILLs one process ("servers", "gateway-0", ...) and waits for it to die. */
+  kill(name: string): Promise<void>;
   /** SIGTERM everything, wait for exits, drop the database; resolves to each process's exit code. */
   stop(): Promise<(number | null)[]>;
   [Symbol.asyncDispose](): Promise<void>;
@@ -92,7 +94,7 @@ async function stopAll(procs: Proc[]): Promise<(number | null)[]> {
     procs.map(
       (p) =>
         new Promise<number | null>((resolve) => {
-          if (p.child.exitCode !== null) return resolve(p.child.exitCode);
+          if (p.child.exitCode !== null || p.child.signalCode !== null) return resolve(p.child.exitCode);
           const kill = setTimeout(() => p.child.kill("SIGKILL"), 15_000);
           p.child.once("exit", (code) => {
             clearTimeout(kill);
@@ -133,6 +135,15 @@ function system(
     natsNamespace: distributed?.natsNamespace,
     admin: adminClient(internalUrl),
     output: () => procs.map((p) => `--- ${p.name}\n${p.output.join("")}`).join("\n"),
+    async kill(name) {
+      const proc = procs.find((p) => p.name === name);
+      if (!proc) throw new Error(`no process ${name}`);
+      if (proc.child.exitCode !== null || proc.child.signalCode !== null) return;
+      await new Promise<void>((resolve) => {
+        proc.child.once("exit", () => resolve());
+        proc.child.kill("SIGKILL");
+      });
+    },
     stop,
     async [Symbol.asyncDispose]() {
       await stop();
