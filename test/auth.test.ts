@@ -13,6 +13,7 @@ import {
 } from "../lib/signing.js";
 import { ALL_SCOPES, provisionTenant, type Res, type Signer, send, sendSigned } from "./http.js";
 import { distributedSkipReason, startDistributedSystem, type System } from "./system.js";
+import { pollUntil } from "./poll.js";
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -57,22 +58,6 @@ const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 const newNonce = () => randomBytes(18).toString("base64url");
 const unknownKey = () => `svc_live_${Array.from(randomBytes(40), (b) => BASE62[b % 62]).join("")}`;
 
-/** Polls `attempt` until `done` holds, every `intervalMs`, failing after `timeoutMs`. */
-async function pollUntil<T>(
-  attempt: () => Promise<T>,
-  done: (value: T) => boolean,
-  timeoutMs: number,
-  intervalMs = 20,
-): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = await attempt();
-    if (done(value)) return value;
-    if (performance.now() > deadline)
-      throw new Error(`not done within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-}
 
 type Param = "tenant" | "ts" | "nonce" | "kid" | "sig";
 type Params = Record<Param, string>;
@@ -399,6 +384,7 @@ describe.skipIf(distributedSkipReason())("authentication and tenancy (distribute
             () => send(url, "GET", "/v1/api/servers", { headers: bearer(doomed.key) }),
             (r) => r.status !== 200,
             5000,
+            20,
           );
           const ms = performance.now() - revokedAt;
           expectProblem(res, 401, "INVALID_API_KEY", url);

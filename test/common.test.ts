@@ -4,6 +4,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provisionTenant, type Res, send, sendSigned } from "./http.js";
 import { distributedSkipReason, startDistributedSystem, type System } from "./system.js";
+import { pollUntil } from "./poll.js";
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -72,22 +73,6 @@ async function sendChunked(
   return { status: res.status, headers: res.headers, text, body: parsed };
 }
 
-/** Polls `attempt` until `done` holds, every `intervalMs`, failing after `timeoutMs`. */
-async function pollUntil<T>(
-  attempt: () => Promise<T>,
-  done: (value: T) => boolean,
-  timeoutMs: number,
-  intervalMs = 50,
-): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = await attempt();
-    if (done(value)) return value;
-    if (performance.now() > deadline)
-      throw new Error(`not done within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-}
 
 const allowed = (res: Res) =>
   (res.headers.get("allow") ?? "")

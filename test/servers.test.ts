@@ -11,6 +11,7 @@ import { ServerStatus } from "../gen/replay/servers/v1/servers_pb.js";
 import { decodeEvent, type EventSubject } from "../lib/bus/events.js";
 import { createNatsBus } from "../lib/bus/nats.js";
 import { ALL_SCOPES, provisionTenant, type Res, send } from "./http.js";
+import { pollUntil } from "./poll.js";
 import { grpcCheckIn } from "./recorder.js";
 import { distributedSkipReason, startDistributedSystem, startEmbeddedSystem, type System } from "./system.js";
 
@@ -143,12 +144,8 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     await t.create();
     expectProblem(await t.owner.post("/v1/api/servers", { name: "x" }), 409, "SERVER_LIMIT_REACHED");
     await sys.admin.updateTenant({ tenantId: t.tenantId, serverLimit: 2n });
-    const deadline = Date.now() + 5000;
-    let res = await t.owner.post("/v1/api/servers", { name: "after raise" });
-    while (res.status === 409 && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      res = await t.owner.post("/v1/api/servers", { name: "after raise" });
-    }
+    // The new plan reaches the servers service as an event: a create is refused until it has.
+    const res = await pollUntil(() => t.owner.post("/v1/api/servers", { name: "after raise" }), (r) => r.status !== 409, 5000);
     expect(res.status, res.text).toBe(201);
     const usage = await sys.admin.getTenant({ tenantId: t.tenantId });
     expect(usage.tenant?.serversUsed).toBe(2n);
@@ -346,9 +343,7 @@ describe.skipIf(distributedSkipReason())("servers events (distributed mode)", ()
       await publish("replays.recording.started", startedKept);
       const count = async () =>
         (await send(sys.baseUrl, "GET", "/v1/api/servers", { headers: t.bearer() })).body.servers[0].replayCount as number;
-      const deadline = Date.now() + 10_000;
-      while ((await count()) !== 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
-      expect(await count()).toBe(1);
+      expect(await pollUntil(count, (n) => n === 1, 10_000)).toBe(1);
     } finally {
       await bus.close();
     }
@@ -368,13 +363,11 @@ describe.skipIf(distributedSkipReason())("servers events (distributed mode)", ()
       await grpcCheckIn(sys.serviceUrls?.servers as string, serverId);
       await send(sys.baseUrl, "DELETE", `/v1/api/servers/${serverId}`, { headers: t.bearer() });
       await send(sys.baseUrl, "DELETE", `/v1/api/servers/permanent/${serverId}`, { headers: t.bearer() });
-      const deadline = Date.now() + 10_000;
-      const mine = () => seen.filter((e) => e.serverId === serverId);
-      while (mine().length < 4 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(mine().map((e) => e.subject).sort()).toEqual(
+      const mine = await pollUntil(async () => seen.filter((e) => e.serverId === serverId), (events) => events.length >= 4, 10_000);
+      expect(mine.map((e) => e.subject).sort()).toEqual(
         ["servers.server.connected", "servers.server.created", "servers.server.deauthorised", "servers.server.purged"].sort(),
       );
-      expect(mine().every((e) => e.tenantId === t.tenantId)).toBe(true);
+      expect(mine.every((e) => e.tenantId === t.tenantId)).toBe(true);
     } finally {
       await stop();
       await bus.close();

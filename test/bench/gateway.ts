@@ -15,7 +15,7 @@ import { startDistributedSystem, startEmbeddedSystem, type System } from "../sys
 import { requirePostgresAndNats } from "./env.js";
 import { type LoadResult, type LoadTarget, runLoad } from "./load.js";
 import { type CpuGroup, findChildPids, listeningPorts, processRssMb } from "./proc.js";
-import { type Cell, formatTable, round, writeResults } from "./report.js";
+import { type Cell, cpuRow, formatTable, round, writeResults } from "./report.js";
 import { median } from "./stats.js";
 
 export const description =
@@ -418,17 +418,7 @@ function buildReport(runs: Run[], embedded: EmbeddedStart[], rpcEncoding: RpcEnc
     for (const target of ["baseline", "gateway", "healthz", "auth-403", "rpc-direct", "rpc-no-gzip"]) {
       const r = find(target, connections);
       if (!r || r.requests === 0) continue;
-      const perReqUs = (ms: number | undefined) => ((ms ?? 0) * 1000) / r.requests;
-      const attributedMs = CPU_LABELS.reduce((sum, label) => sum + (r.cpuMs[label] ?? 0), 0);
-      cpuRows.push([
-        connections,
-        target,
-        Math.round(r.rps),
-        ...CPU_LABELS.map((label) => Math.round(perReqUs(r.cpuMs[label]))),
-        Math.round(perReqUs(attributedMs)),
-        Math.round(perReqUs(Math.max(0, r.machineBusyMs - attributedMs))),
-        Math.round((100 * r.machineBusyMs) / (r.elapsedS * 1000 * cpus().length)),
-      ]);
+      cpuRows.push(cpuRow([connections, target], r, CPU_LABELS, cpus().length));
     }
   }
   lines.push(

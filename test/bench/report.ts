@@ -42,3 +42,25 @@ export async function writeResults(name: string, results: unknown, at = new Date
   await writeFile(path, `${JSON.stringify(results, null, 2)}\n`);
   return path;
 }
+
+/**
+ * One row of a "where the time goes" table: CPU µs per request for each labelled process group,
+ * what they add up to, the rest of the machine, and how busy the machine was.
+ */
+export function cpuRow(
+  key: readonly Cell[],
+  r: { requests: number; rps: number; cpuMs: Record<string, number>; machineBusyMs: number; elapsedS: number },
+  labels: readonly string[],
+  cores: number,
+): Cell[] {
+  const perRequestUs = (ms: number | undefined) => Math.round(((ms ?? 0) * 1000) / r.requests);
+  const attributedMs = labels.reduce((sum, label) => sum + (r.cpuMs[label] ?? 0), 0);
+  return [
+    ...key,
+    Math.round(r.rps),
+    ...labels.map((label) => perRequestUs(r.cpuMs[label])),
+    perRequestUs(attributedMs),
+    perRequestUs(Math.max(0, r.machineBusyMs - attributedMs)),
+    Math.round((100 * r.machineBusyMs) / (r.elapsedS * 1000 * cores)),
+  ];
+}

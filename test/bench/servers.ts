@@ -14,7 +14,7 @@ import { startDistributedSystem, type System } from "../system.js";
 import { requirePostgresAndNats } from "./env.js";
 import { type CheckInKeys, type LoadResult, type LoadTarget, runLoad } from "./load.js";
 import { type CpuGroup, findChildPids, listProcesses } from "./proc.js";
-import { type Cell, formatTable, round, writeResults } from "./report.js";
+import { type Cell, cpuRow, formatTable, round, writeResults } from "./report.js";
 
 export const description =
   "gRPC check-ins of 10 000 connected servers vs a bare pg UPDATE (1/16/64 in flight), the gateway forwarder, where the time goes";
@@ -405,17 +405,7 @@ function buildReport(runs: Run[], pgSettings: PgSettings) {
     for (const target of TARGETS) {
       const r = find(target, concurrency)?.result;
       if (!r || r.requests === 0) continue;
-      const perUs = (ms: number | undefined) => ((ms ?? 0) * 1000) / r.requests;
-      const attributedMs = CPU_LABELS.reduce((sum, label) => sum + (r.cpuMs[label] ?? 0), 0);
-      cpuRows.push([
-        concurrency,
-        target,
-        Math.round(r.rps),
-        ...CPU_LABELS.map((label) => Math.round(perUs(r.cpuMs[label]))),
-        Math.round(perUs(attributedMs)),
-        Math.round(perUs(Math.max(0, r.machineBusyMs - attributedMs))),
-        Math.round((100 * r.machineBusyMs) / (r.elapsedS * 1000 * cpus().length)),
-      ]);
+      cpuRows.push(cpuRow([concurrency, target], r, CPU_LABELS, cpus().length));
     }
   }
   lines.push(
