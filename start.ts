@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import { createDevTenant } from "./gateway/dev-tenant.js";
+import { start as startGateway } from "./gateway/main.js";
 // The only process entry (STYLE.md §9): reads the configuration, owns signals and the exit code,
 // and starts all five parts in one process (no argument) or one part of the distributed
 // deployment (`node dist/start.js <gateway|markers|servers|replays|webhooks>`).
@@ -6,8 +8,6 @@ import { type Config, ConfigError, loadConfig, type ProcessName, processNames, s
 import { configureLogging, logger } from "./lib/log.js";
 import { openPlatform, type Platform } from "./lib/platform.js";
 import type { Running } from "./lib/service-host.js";
-import { createDevTenant } from "./gateway/dev-tenant.js";
-import { start as startGateway } from "./gateway/main.js";
 import { start as startMarkers } from "./services/markers/main.js";
 import { start as startReplays } from "./services/replays/main.js";
 import { start as startServers } from "./services/servers/main.js";
@@ -44,7 +44,10 @@ async function main(): Promise<void> {
   const startedAt = performance.now();
   const platform = await openPlatform(config, name ?? "replay");
   const parts = name === undefined ? await startAll(config, platform) : [await startOne(name, config, platform)];
-  log.info({ startMs: Math.round(performance.now() - startedAt), rssMb: Math.round(process.memoryUsage().rss / 2 ** 20) }, "ready");
+  log.info(
+    { startMs: Math.round(performance.now() - startedAt), rssMb: Math.round(process.memoryUsage().rss / 2 ** 20) },
+    "ready",
+  );
 
   const signal = await stopping;
   log.info({ signal }, "draining");
@@ -61,11 +64,12 @@ async function main(): Promise<void> {
 
 /** The embedded default: the four services on loopback ports of their own, then the gateway. */
 async function startAll(config: Config, platform: Platform): Promise<Running[]> {
-  const started = await Promise.all(serviceNames.map((service) => services[service](platform, { port: 0, host: "127.0.0.1" })));
-  const serviceUrls = Object.fromEntries(serviceNames.map((service, i) => [service, started[i]?.url as string])) as Record<
-    (typeof serviceNames)[number],
-    string
-  >;
+  const started = await Promise.all(
+    serviceNames.map((service) => services[service](platform, { port: 0, host: "127.0.0.1" })),
+  );
+  const serviceUrls = Object.fromEntries(
+    serviceNames.map((service, i) => [service, started[i]?.url as string]),
+  ) as Record<(typeof serviceNames)[number], string>;
   const gateway = await startGateway(platform, {
     port: config.http.port ?? 8080,
     internalPort: config.http.internalPort,
@@ -73,7 +77,9 @@ async function startAll(config: Config, platform: Platform): Promise<Running[]> 
     serviceUrls,
     replicas: config.gateway.replicas,
   });
-  process.stdout.write(`\nreplay service (${config.db.url ? "Postgres" : "embedded Postgres"}, ${config.bus.natsUrl ? "NATS" : "in-process bus"})\n`);
+  process.stdout.write(
+    `\nreplay service (${config.db.url ? "Postgres" : "embedded Postgres"}, ${config.bus.natsUrl ? "NATS" : "in-process bus"})\n`,
+  );
   process.stdout.write(`  gateway:      ${gateway.url}\n  internal API: ${gateway.internalUrl} (REPLAYCTL_URL)\n`);
   if (gateway.fresh) {
     const dev = await createDevTenant(gateway.internalUrl);

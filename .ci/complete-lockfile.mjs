@@ -17,4 +17,6 @@ for (const entry of Object.values(lock.packages)) {
   }
 }
 if (added.length > 0) writeFileSync(path, `${JSON.stringify(lock, null, 2)}\n`);
-console.log(added.length > 0 ? `added ${added.join(", ")}` : "package-lock.json already lists every optional dependency");
+console.log(
+  added.length > 0 ? `added ${added.join(", ")}` : "package-lock.json already lists every optional dependency",
+);

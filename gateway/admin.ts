@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { Code, ConnectError, type Client, type ServiceImpl } from "@connectrpc/connect";
+import { type Client, Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { MemberRole } from "../gen/replay/common/v1/common_pb.js";
 import type { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
 import type { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
@@ -45,7 +45,8 @@ function requireId(value: string, what: string): string {
 function planField(value: bigint | number | undefined, what: string, min: number): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < min) throw new DomainError("INVALID_ARGUMENT", `${what} must be a whole number of at least ${min}`);
+  if (!Number.isSafeInteger(n) || n < min)
+    throw new DomainError("INVALID_ARGUMENT", `${what} must be a whole number of at least ${min}`);
   return n;
 }
 
@@ -145,7 +146,8 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
 
     async removeMember(req) {
       const memberId = requireId(req.memberId, "member");
-      if (!(await store.updateMemberRemoved(memberId))) throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId}`);
+      if (!(await store.updateMemberRemoved(memberId)))
+        throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId}`);
       return { memberId };
     },
 
@@ -154,8 +156,11 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       if ((req.categoryId === "") === (req.serverId === "")) {
         throw new DomainError("INVALID_ARGUMENT", "grant exactly one of a category or a server");
       }
-      const grant = req.categoryId ? { categoryId: requireId(req.categoryId, "category") } : { serverId: requireId(req.serverId, "server") };
-      if (!(await store.findMemberById(store.db, memberId))) throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId}`);
+      const grant = req.categoryId
+        ? { categoryId: requireId(req.categoryId, "category") }
+        : { serverId: requireId(req.serverId, "server") };
+      if (!(await store.findMemberById(store.db, memberId)))
+        throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId}`);
       await store.insertMemberGrant(memberId, grant);
       return { memberId };
     },
@@ -165,15 +170,20 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       const scopes = [...new Set(req.scopes.map((scope) => scope.trim()))];
       const unknown = scopes.filter((scope) => !isScope(scope));
       if (scopes.length === 0 || unknown.length > 0) {
-        throw new DomainError("INVALID_ARGUMENT", `scopes must be one or more of replays:read, replays:write, servers:read, servers:write, collections:write${unknown.length ? `; unknown: ${unknown.join(", ")}` : ""}`);
+        throw new DomainError(
+          "INVALID_ARGUMENT",
+          `scopes must be one or more of replays:read, replays:write, servers:read, servers:write, collections:write${unknown.length ? `; unknown: ${unknown.join(", ")}` : ""}`,
+        );
       }
       if (!(await store.findTenantById(tenantId))) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
       let memberId: string | null = null;
       if (req.memberId !== "") {
         memberId = requireId(req.memberId, "member");
         const member = await store.findMemberById(store.db, memberId);
-        if (!member || member.tenant_id !== tenantId) throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId} in tenant ${tenantId}`);
-        if (member.removed) throw new DomainError("INVALID_ARGUMENT", `member ${memberId} was removed; it cannot mint keys`);
+        if (!member || member.tenant_id !== tenantId)
+          throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId} in tenant ${tenantId}`);
+        if (member.removed)
+          throw new DomainError("INVALID_ARGUMENT", `member ${memberId} was removed; it cannot mint keys`);
       }
       const key = mintApiKey();
       const keyId = newId();
@@ -186,7 +196,11 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       const revoked = await store.db.transaction(async (tx) => {
         const row = await store.updateApiKeyRevoked(tx, keyId);
         if (!row) throw new DomainError("KEY_NOT_FOUND", `no key ${keyId}`);
-        await enqueue(tx, schema, buildEvent("identity.key.revoked", { tenantId: row.tenant_id, keyId, keyHash: row.key_hash }));
+        await enqueue(
+          tx,
+          schema,
+          buildEvent("identity.key.revoked", { tenantId: row.tenant_id, keyId, keyHash: row.key_hash }),
+        );
         return row;
       });
       // This replica drops it now; the others on the broadcast, and within the cache TTL at worst.

@@ -4,7 +4,7 @@ import { DomainError } from "../lib/errors.js";
 import { logger } from "../lib/log.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
 import type { Authenticator } from "./auth/authenticate.js";
-import { toProblem, type Problem } from "./problem.js";
+import { type Problem, toProblem } from "./problem.js";
 import { type RateLimiter, rateLimitHeaders } from "./rate-limit.js";
 import { isContextOverrideHeader, requestIdFrom } from "./request-id.js";
 import type { Route, RouteCall } from "./routes/route.js";
@@ -104,7 +104,13 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
       url: path,
       handler: async (req, reply) => {
         reply.header("allow", [...allowed].join(", "));
-        return sendProblem(req, reply, toProblem(new DomainError("METHOD_NOT_ALLOWED", `${req.method} is not allowed here; use ${[...allowed].join(", ")}`)));
+        return sendProblem(
+          req,
+          reply,
+          toProblem(
+            new DomainError("METHOD_NOT_ALLOWED", `${req.method} is not allowed here; use ${[...allowed].join(", ")}`),
+          ),
+        );
       },
     });
   }
@@ -162,7 +168,11 @@ async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply
       deps.now(),
     );
     reply.headers(rateLimitHeaders(decision));
-    if (!decision.allowed) throw new DomainError("RATE_LIMITED", `the tenant's rate limit of ${identity.rate_limit_rps} requests/s is exhausted`);
+    if (!decision.allowed)
+      throw new DomainError(
+        "RATE_LIMITED",
+        `the tenant's rate limit of ${identity.rate_limit_rps} requests/s is exhausted`,
+      );
     if (route.scope && !identity.scopes.includes(route.scope)) {
       throw new DomainError("INSUFFICIENT_SCOPE", `this route needs the scope ${route.scope}`);
     }
@@ -175,7 +185,8 @@ async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply
       body: req.body as Buffer | undefined,
     });
   }
-  const actor = route.actor && memberId ? toActor(await deps.store.findMemberById(deps.store.db, memberId), memberId) : undefined;
+  const actor =
+    route.actor && memberId ? toActor(await deps.store.findMemberById(deps.store.db, memberId), memberId) : undefined;
   req.routeCall = {
     tenantId,
     actor,

@@ -12,7 +12,10 @@ export function forwardService<S extends DescService>(service: S, client: Client
   for (const method of service.methods) {
     if (method.methodKind !== "unary") continue;
     const call = (client as Record<string, (req: unknown, options: unknown) => Promise<unknown>>)[method.localName];
-    impl[method.localName] = (req: unknown, ctx: { requestHeader: Headers; signal: AbortSignal; timeoutMs(): number | undefined }) => {
+    impl[method.localName] = (
+      req: unknown,
+      ctx: { requestHeader: Headers; signal: AbortSignal; timeoutMs(): number | undefined },
+    ) => {
       const headers: Record<string, string> = {};
       for (const name of Object.values(contextHeaders)) {
         const value = ctx.requestHeader.get(name);

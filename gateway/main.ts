@@ -50,7 +50,10 @@ const NONCE_SWEEP_MS = 60_000;
 /** The gateway: public REST on `port`, the internal admin API (Connect/gRPC, h2c) on `internalPort`. */
 export async function start(platform: Platform, options: GatewayOptions): Promise<RunningGateway> {
   const db = platform.openDb("identity", { poolMax: 20 });
-  await migrate(db, [...outboxMigrations("identity"), ...(await readMigrations(sourceFolder(import.meta.url, "./migrations")))]);
+  await migrate(db, [
+    ...outboxMigrations("identity"),
+    ...(await readMigrations(sourceFolder(import.meta.url, "./migrations"))),
+  ]);
   const relay = startOutboxRelay({ db, bus: platform.bus });
   const store = createIdentityStore(db);
   const fresh = (await store.countTenants()) === 0;
@@ -106,11 +109,23 @@ export async function start(platform: Platform, options: GatewayOptions): Promis
     routes(router) {
       router.service(IdentityAdminService, createIdentityAdminService({ store, keyCache, servers, replays }));
       router.service(ServersService, forwardService(ServersService, servers));
-      router.service(RecorderService, forwardService(RecorderService, createClient(RecorderService, transport("servers"))));
+      router.service(
+        RecorderService,
+        forwardService(RecorderService, createClient(RecorderService, transport("servers"))),
+      );
       router.service(ReplaysService, forwardService(ReplaysService, replays));
-      router.service(RecordingService, forwardService(RecordingService, createClient(RecordingService, transport("replays"))));
-      router.service(MarkersService, forwardService(MarkersService, createClient(MarkersService, transport("markers"))));
-      router.service(WebhooksService, forwardService(WebhooksService, createClient(WebhooksService, transport("webhooks"))));
+      router.service(
+        RecordingService,
+        forwardService(RecordingService, createClient(RecordingService, transport("replays"))),
+      );
+      router.service(
+        MarkersService,
+        forwardService(MarkersService, createClient(MarkersService, transport("markers"))),
+      );
+      router.service(
+        WebhooksService,
+        forwardService(WebhooksService, createClient(WebhooksService, transport("webhooks"))),
+      );
       router.service(Health, createHealthService([IdentityAdminService.typeName], isReady));
     },
   });

@@ -11,7 +11,9 @@ const detail = (code: string) => [{ desc: ErrorDetailSchema, value: create(Error
 describe("toProblem", () => {
   it("renders a DomainError with the status of its code and its field violations", () => {
     const body = toProblem(
-      new DomainError("VALIDATION_ERROR", "bad url", [{ field: "url", code: "VALIDATION_ERROR", detail: "must be https" }]),
+      new DomainError("VALIDATION_ERROR", "bad url", [
+        { field: "url", code: "VALIDATION_ERROR", detail: "must be https" },
+      ]),
     );
     expect(body).toEqual({
       type: "about:blank",
@@ -29,7 +31,12 @@ describe("toProblem", () => {
   });
 
   it("never echoes the message of a 5xx", () => {
-    const err = new ConnectError("relation servers.server does not exist", Code.Internal, undefined, detail("INTERNAL_ERROR"));
+    const err = new ConnectError(
+      "relation servers.server does not exist",
+      Code.Internal,
+      undefined,
+      detail("INTERNAL_ERROR"),
+    );
     expect(toProblem(err).detail).not.toContain("relation");
     expect(toProblem(new Error("SELECT secret FROM x")).detail).not.toContain("SELECT");
     expect(toProblem(new Error("boom"))).toMatchObject({ status: 500, code: "INTERNAL_ERROR" });

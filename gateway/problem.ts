@@ -56,7 +56,8 @@ export function toProblem(err: unknown): Problem {
       const status = errorCodes[contract.code].status;
       return problem(contract.code, status >= 500 ? defaultDetail(contract.code) : err.rawMessage, contract.violations);
     }
-    if (err.code === Code.Unimplemented) return problem("NOT_IMPLEMENTED", "this route's service is not implemented yet");
+    if (err.code === Code.Unimplemented)
+      return problem("NOT_IMPLEMENTED", "this route's service is not implemented yet");
     if (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded || err.code === Code.Canceled) {
       return problem("SERVICE_UNAVAILABLE", "a backend service is unavailable; retry later");
     }
@@ -71,5 +72,7 @@ export function toProblem(err: unknown): Problem {
 }
 
 function defaultDetail(code: ErrorCode): string {
-  return code === "INTERNAL_ERROR" ? "an unexpected error occurred; it has been logged" : code.toLowerCase().replaceAll("_", " ");
+  return code === "INTERNAL_ERROR"
+    ? "an unexpected error occurred; it has been logged"
+    : code.toLowerCase().replaceAll("_", " ");
 }

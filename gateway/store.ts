@@ -138,7 +138,11 @@ export function createIdentityStore(db: Db) {
       );
     },
 
-    async updateMember(memberId: string, role: string | undefined, instanceSettings: boolean | undefined): Promise<boolean> {
+    async updateMember(
+      memberId: string,
+      role: string | undefined,
+      instanceSettings: boolean | undefined,
+    ): Promise<boolean> {
       const { rowCount } = await db.query(
         `UPDATE identity.member SET role = COALESCE($2, role), instance_settings = COALESCE($3, instance_settings)
           WHERE member_id = $1`,
@@ -162,7 +166,13 @@ export function createIdentityStore(db: Db) {
       );
     },
 
-    async insertApiKey(key: { keyId: string; tenantId: string; memberId: string | null; keyHash: string; scopes: string[] }): Promise<void> {
+    async insertApiKey(key: {
+      keyId: string;
+      tenantId: string;
+      memberId: string | null;
+      keyHash: string;
+      scopes: string[];
+    }): Promise<void> {
       await db.query(
         "INSERT INTO identity.api_key (key_id, tenant_id, member_id, key_hash, scopes) VALUES ($1, $2, $3, $4, $5)",
         [key.keyId, key.tenantId, key.memberId, key.keyHash, key.scopes],
@@ -179,7 +189,11 @@ export function createIdentityStore(db: Db) {
     },
 
     async insertSigningKey(kid: string, tenantId: string, secret: string): Promise<void> {
-      await db.query("INSERT INTO identity.signing_key (kid, tenant_id, secret) VALUES ($1, $2, $3)", [kid, tenantId, secret]);
+      await db.query("INSERT INTO identity.signing_key (kid, tenant_id, secret) VALUES ($1, $2, $3)", [
+        kid,
+        tenantId,
+        secret,
+      ]);
     },
   };
 }

@@ -10,7 +10,9 @@ describe("loadConfig", () => {
     expect(config.db.dataDir).toBe("./.data");
     expect(config.webhooks.delivery).toBe(true);
     expect(config.webhooks.timeoutMs).toBe(15_000);
-    expect(config.webhooks.retryScheduleMs).toEqual([0, 5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 50_400_000, 72_000_000, 86_400_000]);
+    expect(config.webhooks.retryScheduleMs).toEqual([
+      0, 5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 50_400_000, 72_000_000, 86_400_000,
+    ]);
     expect(config.gateway.replicas).toBe(1);
     expect(config.log.level).toBe("info");
   });
@@ -25,7 +27,9 @@ describe("loadConfig", () => {
     const env = { DATABASE_URL: "postgres://db/x", NATS_URL: "nats://n:4222" };
     expect(loadConfig(env, "servers").http.port).toBe(9092);
     expect(loadConfig({ ...env, PORT: "9090" }, "servers").http.port).toBe(9090);
-    expect(loadConfig({ ...env, SERVERS_URL: "http://servers:9090" }, "gateway").serviceUrls.servers).toBe("http://servers:9090");
+    expect(loadConfig({ ...env, SERVERS_URL: "http://servers:9090" }, "gateway").serviceUrls.servers).toBe(
+      "http://servers:9090",
+    );
   });
 
   it("reports every bad value at once, one line each", () => {

@@ -106,7 +106,9 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
   }
   const namespace = value("NATS_NAMESPACE");
   if (namespace !== undefined && !/^[a-z][a-z0-9_]{0,31}$/.test(namespace)) {
-    problems.push(`NATS_NAMESPACE must be 1 to 32 lower-case letters, digits or underscores, starting with a letter, got "${namespace}"`);
+    problems.push(
+      `NATS_NAMESPACE must be 1 to 32 lower-case letters, digits or underscores, starting with a letter, got "${namespace}"`,
+    );
   }
   if (processName !== undefined && dbUrl === undefined) {
     problems.push(`DATABASE_URL must be set to run the ${processName} process on its own (distributed mode)`);
@@ -122,7 +124,8 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
   }
 
   const delivery = value("WEBHOOK_DELIVERY") ?? "on";
-  if (delivery !== "on" && delivery !== "off") problems.push(`WEBHOOK_DELIVERY must be "on" or "off", got "${delivery}"`);
+  if (delivery !== "on" && delivery !== "off")
+    problems.push(`WEBHOOK_DELIVERY must be "on" or "off", got "${delivery}"`);
   const allowTargets = (value("WEBHOOK_ALLOW_TARGETS") ?? "")
     .split(",")
     .map((target) => target.trim())

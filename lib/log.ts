@@ -1,4 +1,4 @@
-import { pino, type Logger } from "pino";
+import { type Logger, pino } from "pino";
 
 /** Paths never written to a log: credentials and signatures (STYLE.md §9). */
 const redact = [

@@ -21,14 +21,21 @@ export type Platform = {
 export async function openPlatform(config: Config, name: string): Promise<Platform> {
   let embedded: EmbeddedPostgres | undefined;
   if (config.db.url === undefined) embedded = await openEmbeddedPostgres(join(config.db.dataDir, "pg"));
-  const bus = config.bus.natsUrl ? await createNatsBus({ servers: config.bus.natsUrl, namespace: config.bus.namespace, name }) : createMemoryBus();
+  const bus = config.bus.natsUrl
+    ? await createNatsBus({ servers: config.bus.natsUrl, namespace: config.bus.namespace, name })
+    : createMemoryBus();
   const dbs: Db[] = [];
   return {
     bus,
     openDb(schema, options) {
       const db = embedded
         ? createEmbeddedDb(embedded, schema)
-        : createPgDb({ url: config.db.url as string, schema, poolMax: options?.poolMax, applicationName: `replay-${schema}` });
+        : createPgDb({
+            url: config.db.url as string,
+            schema,
+            poolMax: options?.poolMax,
+            applicationName: `replay-${schema}`,
+          });
       dbs.push(db);
       return db;
     },

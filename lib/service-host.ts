@@ -1,12 +1,12 @@
 import type { ConnectRouter } from "@connectrpc/connect";
+import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import type { Bus } from "./bus/bus.js";
 import { outboxMigrations, startOutboxRelay } from "./bus/outbox.js";
 import { migrate, readMigrations } from "./db/migrate.js";
 import type { Db } from "./db/types.js";
-import { createHealthService } from "./rpc/health.js";
-import { Health } from "../gen/grpc/health/v1/health_pb.js";
-import { createRpcServer } from "./rpc/server.js";
 import type { Platform } from "./platform.js";
+import { createHealthService } from "./rpc/health.js";
+import { createRpcServer } from "./rpc/server.js";
 
 /** A started process part: its RPC address, and how to stop it (drain, then release). */
 export type Running = { url: string; close(): Promise<void> };
@@ -19,7 +19,10 @@ export type ServiceSpec = {
   /** Fully-qualified names of the RPC services served, for grpc.health.v1. */
   healthNames: readonly string[];
   /** Wires the service on its database and the bus: its RPC services and its event consumers. */
-  setup(db: Db, bus: Bus): {
+  setup(
+    db: Db,
+    bus: Bus,
+  ): {
     routes(router: ConnectRouter): void;
     /** Starts the event consumers; resolves to their stop functions. */
     consumers?(): Promise<(() => Promise<void>)[]>;
@@ -31,7 +34,11 @@ export type ServiceSpec = {
  * inbox first), the outbox relay, its consumers, then the RPC server with grpc.health.v1. Stopping
  * reverses it: stop accepting and drain RPCs, stop consumers and the relay, release the pool.
  */
-export async function startService(spec: ServiceSpec, platform: Platform, listen: { port: number; host: string }): Promise<Running> {
+export async function startService(
+  spec: ServiceSpec,
+  platform: Platform,
+  listen: { port: number; host: string },
+): Promise<Running> {
   const db = platform.openDb(spec.name);
   const own = spec.migrationsDir ? await readMigrations(spec.migrationsDir) : [];
   await migrate(db, [...outboxMigrations(spec.name), ...own]);

@@ -3,20 +3,17 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import {
-  SIGNING_SCHEME,
   canonicalQuery,
   canonicalString,
   hmacSha256Hex,
   rfc3986Encode,
+  SIGNING_SCHEME,
   sha256Hex,
   signRequest,
 } from "./signing.js";
 
 // The conformance suite's own implementation, written independently of ours.
-const REFERENCE = new URL(
-  "../../shared/conformance/lib/signing.mjs",
-  import.meta.url,
-);
+const REFERENCE = new URL("../../shared/conformance/lib/signing.mjs", import.meta.url);
 const hasReference = existsSync(fileURLToPath(REFERENCE));
 
 type Reference = {
@@ -43,8 +40,7 @@ async function loadReference(): Promise<Reference> {
   return (await import(REFERENCE.href)) as Reference;
 }
 
-const EMPTY_SHA256 =
-  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+const EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 const queryCases: Array<[string, string, string]> = [
   ["no query", "", ""],
@@ -65,11 +61,7 @@ const queryCases: Array<[string, string, string]> = [
   ["a space as %20", "sp=a%20b", "sp=a%20b"],
   ["RFC 3986 reserved characters encoded", "r=*'()!", "r=%2A%27%28%29%21"],
   ["unreserved characters decoded", "u=%41%2D%2E%5F%7E", "u=A-._~"],
-  [
-    "other reserved characters encoded",
-    "g=:/?@[]$,;",
-    "g=%3A%2F%3F%40%5B%5D%24%2C%3B",
-  ],
+  ["other reserved characters encoded", "g=:/?@[]$,;", "g=%3A%2F%3F%40%5B%5D%24%2C%3B"],
   ["a percent-encoded UTF-8 character kept", "q=caf%C3%A9", "q=caf%C3%A9"],
   ["a raw non-ASCII character encoded as UTF-8", "q=café", "q=caf%C3%A9"],
   ["lower-case UTF-8 escapes upper-cased", "q=%e2%82%ac", "q=%E2%82%AC"],
@@ -90,11 +82,7 @@ const malformedQueries: Array<[string, string]> = [
 describe("rfc3986Encode", () => {
   it.each([
     ["unreserved characters as they are", "AZaz09-._~", "AZaz09-._~"],
-    [
-      "sub-delims that encodeURIComponent leaves alone",
-      "!'()*",
-      "%21%27%28%29%2A",
-    ],
+    ["sub-delims that encodeURIComponent leaves alone", "!'()*", "%21%27%28%29%2A"],
     ["space and plus", " +", "%20%2B"],
     ["UTF-8 bytes in upper-case hex", "é€", "%C3%A9%E2%82%AC"],
   ])("encodes %s", (_name, input, expected) => {
@@ -107,74 +95,64 @@ describe("canonicalQuery", () => {
     expect(canonicalQuery(input)).toBe(expected);
   });
 
-  it.each(malformedQueries)(
-    "returns undefined instead of throwing for %s",
-    (_name, input) => {
-      expect(canonicalQuery(input)).toBeUndefined();
-      expect(canonicalQuery(`ok=1&${input}`)).toBeUndefined();
-    },
-  );
+  it.each(malformedQueries)("returns undefined instead of throwing for %s", (_name, input) => {
+    expect(canonicalQuery(input)).toBeUndefined();
+    expect(canonicalQuery(`ok=1&${input}`)).toBeUndefined();
+  });
 
   it("gives the same line whatever order or escaping the client chose", () => {
     expect(canonicalQuery("b=%7e&a=x+y")).toBe(canonicalQuery("a=x%2By&b=~"));
   });
 
-  it.skipIf(!hasReference)(
-    "agrees byte for byte with the conformance reference on every table case",
-    async () => {
-      const reference = await loadReference();
-      for (const [, input, expected] of queryCases) {
-        expect(reference.canonicalQuery(input)).toBe(expected);
-      }
-      for (const [, input] of malformedQueries) {
-        expect(() => reference.canonicalQuery(input)).toThrow(URIError);
-      }
-    },
-  );
+  it.skipIf(!hasReference)("agrees byte for byte with the conformance reference on every table case", async () => {
+    const reference = await loadReference();
+    for (const [, input, expected] of queryCases) {
+      expect(reference.canonicalQuery(input)).toBe(expected);
+    }
+    for (const [, input] of malformedQueries) {
+      expect(() => reference.canonicalQuery(input)).toThrow(URIError);
+    }
+  });
 
-  it.skipIf(!hasReference)(
-    "agrees with the conformance reference on random queries",
-    async () => {
-      const reference = await loadReference();
-      const alphabet = [
-        "a",
-        "b",
-        "A",
-        "=",
-        "&",
-        "+",
-        "%",
-        "2",
-        "B",
-        "b",
-        "E",
-        "9",
-        "~",
-        "*",
-        " ",
-        "é",
-        "%2B",
-        "%2b",
-        "%C3%A9",
-        "%e2%82%ac",
-        "%20",
-        "😀",
-      ];
-      for (let i = 0; i < 2000; i++) {
-        const length = Math.floor(Math.random() * 12);
-        let query = "";
-        for (let j = 0; j < length; j++)
-          query += alphabet[Math.floor(Math.random() * alphabet.length)];
-        let expected: string | undefined;
-        try {
-          expected = reference.canonicalQuery(query);
-        } catch {
-          expected = undefined;
-        }
-        expect(canonicalQuery(query), query).toBe(expected);
+  it.skipIf(!hasReference)("agrees with the conformance reference on random queries", async () => {
+    const reference = await loadReference();
+    const alphabet = [
+      "a",
+      "b",
+      "A",
+      "=",
+      "&",
+      "+",
+      "%",
+      "2",
+      "B",
+      "b",
+      "E",
+      "9",
+      "~",
+      "*",
+      " ",
+      "é",
+      "%2B",
+      "%2b",
+      "%C3%A9",
+      "%e2%82%ac",
+      "%20",
+      "😀",
+    ];
+    for (let i = 0; i < 2000; i++) {
+      const length = Math.floor(Math.random() * 12);
+      let query = "";
+      for (let j = 0; j < length; j++) query += alphabet[Math.floor(Math.random() * alphabet.length)];
+      let expected: string | undefined;
+      try {
+        expected = reference.canonicalQuery(query);
+      } catch {
+        expected = undefined;
       }
-    },
-  );
+      expect(canonicalQuery(query), query).toBe(expected);
+    }
+  });
 });
 
 describe("canonicalString", () => {
@@ -220,9 +198,7 @@ describe("sha256Hex and hmacSha256Hex", () => {
 
   it("hashes a string as its UTF-8 bytes", () => {
     expect(sha256Hex("é")).toBe(sha256Hex(new Uint8Array([0xc3, 0xa9])));
-    expect(sha256Hex("abc")).toBe(
-      "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
-    );
+    expect(sha256Hex("abc")).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   });
 
   it("matches RFC 4231 test case 2", () => {
@@ -289,12 +265,8 @@ describe("signRequest", () => {
       ts: 5,
       nonce: "x".repeat(16),
     };
-    expect(signRequest({ ...input, body: "é" }).sig).toBe(
-      signRequest({ ...input, body: Buffer.from("é") }).sig,
-    );
-    expect(signRequest(input).sig).toBe(
-      signRequest({ ...input, body: "" }).sig,
-    );
+    expect(signRequest({ ...input, body: "é" }).sig).toBe(signRequest({ ...input, body: Buffer.from("é") }).sig);
+    expect(signRequest(input).sig).toBe(signRequest({ ...input, body: "" }).sig);
   });
 
   it("defaults ts to now and nonce to 24 fresh base64url characters", () => {
@@ -331,38 +303,35 @@ describe("signRequest", () => {
     ).toThrow(URIError);
   });
 
-  it.skipIf(!hasReference)(
-    "produces the conformance reference's header and sig byte for byte",
-    async () => {
-      const reference = await loadReference();
-      const urls = [
-        "https://gw.example/v1/replays",
-        "https://gw.example/v1/replays?page_size=5&server_id=x",
-        "http://127.0.0.1:8080/v1/webhooks/abc/deliveries?page_token=a+b%2b&page_size=1",
-        "https://gw.example/v1/replays?q=caf%C3%A9&r=*'()!&a&a=",
-      ];
-      for (const url of urls) {
-        for (const [method, body] of [
-          ["get", undefined],
-          ["POST", '{"a":"é"}'],
-          ["DELETE", new Uint8Array([1, 2, 255])],
-        ] as const) {
-          const input = {
-            tenant: randomUUID(),
-            kid: randomUUID(),
-            secret: "sé cret",
-            method,
-            url,
-            body,
-            ts: Date.now(),
-            nonce: "AbC_-123456789xyz",
-          };
-          const ours = signRequest(input);
-          const theirs = reference.signRequest(input);
-          expect(ours.authorization).toBe(theirs.authorization);
-          expect(ours.sig).toBe(theirs.sig);
-        }
+  it.skipIf(!hasReference)("produces the conformance reference's header and sig byte for byte", async () => {
+    const reference = await loadReference();
+    const urls = [
+      "https://gw.example/v1/replays",
+      "https://gw.example/v1/replays?page_size=5&server_id=x",
+      "http://127.0.0.1:8080/v1/webhooks/abc/deliveries?page_token=a+b%2b&page_size=1",
+      "https://gw.example/v1/replays?q=caf%C3%A9&r=*'()!&a&a=",
+    ];
+    for (const url of urls) {
+      for (const [method, body] of [
+        ["get", undefined],
+        ["POST", '{"a":"é"}'],
+        ["DELETE", new Uint8Array([1, 2, 255])],
+      ] as const) {
+        const input = {
+          tenant: randomUUID(),
+          kid: randomUUID(),
+          secret: "sé cret",
+          method,
+          url,
+          body,
+          ts: Date.now(),
+          nonce: "AbC_-123456789xyz",
+        };
+        const ours = signRequest(input);
+        const theirs = reference.signRequest(input);
+        expect(ours.authorization).toBe(theirs.authorization);
+        expect(ours.sig).toBe(theirs.sig);
       }
-    },
-  );
+    }
+  });
 });

@@ -43,10 +43,7 @@ export type SignedRequest = {
  */
 export function rfc3986Encode(text: string): string {
   // encodeURIComponent leaves ! ' ( ) * alone, but RFC 3986 counts them as reserved.
-  return encodeURIComponent(text).replace(
-    /[!'()*]/g,
-    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
-  );
+  return encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
 function compareCodeUnits(a: string, b: string): number {
@@ -69,19 +66,14 @@ export function canonicalQuery(rawQuery: string): string | undefined {
     const name = eq === -1 ? part : part.slice(0, eq);
     const value = eq === -1 ? "" : part.slice(eq + 1);
     try {
-      pairs.push([
-        rfc3986Encode(decodeURIComponent(name)),
-        rfc3986Encode(decodeURIComponent(value)),
-      ]);
+      pairs.push([rfc3986Encode(decodeURIComponent(name)), rfc3986Encode(decodeURIComponent(value))]);
     } catch (err) {
       if (err instanceof URIError) return undefined;
       throw err;
     }
   }
   // Sorting the encoded forms keeps the order independent of how a client chose to escape.
-  pairs.sort(
-    (a, b) => compareCodeUnits(a[0], b[0]) || compareCodeUnits(a[1], b[1]),
-  );
+  pairs.sort((a, b) => compareCodeUnits(a[0], b[0]) || compareCodeUnits(a[1], b[1]));
   return pairs.map(([name, value]) => `${name}=${value}`).join("&");
 }
 
@@ -107,9 +99,7 @@ export function sha256Hex(bytes: Uint8Array | string): string {
 
 /** Lower-case hex HMAC-SHA256 keyed with the secret's UTF-8 bytes (the secret as replayctl prints it). */
 export function hmacSha256Hex(secret: string, text: string): string {
-  return createHmac("sha256", Buffer.from(secret, "utf8"))
-    .update(text, "utf8")
-    .digest("hex");
+  return createHmac("sha256", Buffer.from(secret, "utf8")).update(text, "utf8").digest("hex");
 }
 
 /**

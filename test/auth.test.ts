@@ -12,8 +12,8 @@ import {
   signRequest,
 } from "../lib/signing.js";
 import { ALL_SCOPES, provisionTenant, type Res, type Signer, send, sendSigned } from "./http.js";
-import { distributedSkipReason, startDistributedSystem, type System } from "./system.js";
 import { pollUntil } from "./poll.js";
+import { distributedSkipReason, type System, startDistributedSystem } from "./system.js";
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -57,7 +57,6 @@ function expectAuthenticated(res: Res, context = ""): void {
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 const newNonce = () => randomBytes(18).toString("base64url");
 const unknownKey = () => `svc_live_${Array.from(randomBytes(40), (b) => BASE62[b % 62]).join("")}`;
-
 
 type Param = "tenant" | "ts" | "nonce" | "kid" | "sig";
 type Params = Record<Param, string>;

@@ -39,7 +39,8 @@ describe("import boundaries (STYLE.md §3)", () => {
 
   it("the gateway never imports a service: it talks to them through gen/ clients", () => {
     for (const file of sources("gateway")) {
-      for (const target of imports(file)) expect(target.startsWith("services/"), `${file} imports ${target}`).toBe(false);
+      for (const target of imports(file))
+        expect(target.startsWith("services/"), `${file} imports ${target}`).toBe(false);
     }
   });
 
@@ -58,7 +59,8 @@ describe("import boundaries (STYLE.md §3)", () => {
       // start.ts hands the environment to loadConfig and reads nothing from it itself.
       const envReads = text.replaceAll("loadConfig(process.env", "").match(/process\.env/g) ?? [];
       if (file !== "lib/config.ts") expect(envReads, `${file} reads process.env`).toEqual([]);
-      if (file !== "start.ts") expect(/process\.(on|once|exit|exitCode)\b/.test(text), `${file} touches process lifecycle`).toBe(false);
+      if (file !== "start.ts")
+        expect(/process\.(on|once|exit|exitCode)\b/.test(text), `${file} touches process lifecycle`).toBe(false);
     }
   });
 
@@ -87,11 +89,19 @@ describe("import boundaries (STYLE.md §3)", () => {
 
 describe("events (ARCHITECTURE.md §Events)", () => {
   it("every message of proto/replay/events/v1 has exactly one subject, <producer>.<entity>.<verb> ↔ <Entity><Verb>", () => {
-    const files = { identity: file_replay_events_v1_identity, servers: file_replay_events_v1_servers, replays: file_replay_events_v1_replays };
+    const files = {
+      identity: file_replay_events_v1_identity,
+      servers: file_replay_events_v1_servers,
+      replays: file_replay_events_v1_replays,
+    };
     const events = Object.entries(files).flatMap(([producer, file]) =>
-      file.messages.filter((m) => m.fields.some((f) => f.name === "event_id")).map((m) => ({ producer, name: m.name, typeName: m.typeName })),
+      file.messages
+        .filter((m) => m.fields.some((f) => f.name === "event_id"))
+        .map((m) => ({ producer, name: m.name, typeName: m.typeName })),
     );
-    const bySchema = new Map<string, string>(Object.entries(eventSchemas).map(([subject, schema]) => [schema.typeName, subject]));
+    const bySchema = new Map<string, string>(
+      Object.entries(eventSchemas).map(([subject, schema]) => [schema.typeName, subject]),
+    );
     expect(bySchema.size).toBe(Object.keys(eventSchemas).length);
     for (const event of events) {
       const subject = bySchema.get(event.typeName);
@@ -106,7 +116,10 @@ describe("events (ARCHITECTURE.md §Events)", () => {
 
   it("every event carries event_id, tenant_id and occurred_at as fields 1 to 3", () => {
     for (const schema of Object.values(eventSchemas)) {
-      expect(schema.fields.slice(0, 3).map((f) => [f.number, f.name]), schema.typeName).toEqual([
+      expect(
+        schema.fields.slice(0, 3).map((f) => [f.number, f.name]),
+        schema.typeName,
+      ).toEqual([
         [1, "event_id"],
         [2, "tenant_id"],
         [3, "occurred_at"],

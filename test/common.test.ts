@@ -3,8 +3,8 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provisionTenant, type Res, send, sendSigned } from "./http.js";
-import { distributedSkipReason, startDistributedSystem, type System } from "./system.js";
 import { pollUntil } from "./poll.js";
+import { distributedSkipReason, type System, startDistributedSystem } from "./system.js";
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -72,7 +72,6 @@ async function sendChunked(
   }
   return { status: res.status, headers: res.headers, text, body: parsed };
 }
-
 
 const allowed = (res: Res) =>
   (res.headers.get("allow") ?? "")

@@ -7,7 +7,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signRequest } from "../lib/signing.js";
 import { provisionTenant, type Res, type Signer, send, sendSigned } from "./http.js";
-import { startEmbeddedSystem, type System } from "./system.js";
+import { pollUntil } from "./poll.js";
+import { type System, startEmbeddedSystem } from "./system.js";
 
 type DevTenant = { tenantId: string; memberId: string; key: string; kid: string; secret: string; signer: Signer };
 
@@ -25,22 +26,6 @@ function expectProblem(res: Res, status: number, code: string, context = ""): an
   });
   expect(res.body.instance, where).toBe(res.headers.get("x-request-id"));
   return res.body;
-}
-
-/** Polls `attempt` until it returns a value, every `intervalMs`, failing after `timeoutMs`. */
-async function pollFor<T>(
-  what: string,
-  attempt: () => T | undefined | Promise<T | undefined>,
-  timeoutMs: number,
-  intervalMs = 50,
-): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = await attempt();
-    if (value !== undefined) return value;
-    if (performance.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
 }
 
 /** The dev tenant block of start.ts, once it is complete in the output. */
@@ -67,7 +52,11 @@ describe("embedded mode (npm start)", () => {
     // Our own data directory, so that a second start can reuse it.
     dataDir = await mkdtemp(join(tmpdir(), "replay-embedded-e2e-"));
     sys = await startEmbeddedSystem({ DATA_DIR: dataDir });
-    dev = await pollFor("the dev tenant block", () => parseDevTenant(sys.output()), 30_000);
+    dev = (await pollUntil(
+      async () => parseDevTenant(sys.output()),
+      (found) => found !== undefined,
+      30_000,
+    )) as DevTenant;
   });
 
   afterAll(async () => {
@@ -148,12 +137,9 @@ describe("embedded mode (npm start)", () => {
     expect((await send(sys.baseUrl, "GET", "/v1/api/servers", { headers: t.bearer(doomed.key) })).status).toBe(200);
     await sys.admin.revokeApiKey({ keyId: doomed.keyId });
     const revokedAt = performance.now();
-    const res = await pollFor(
-      "the revoked key refused",
-      async () => {
-        const r = await send(sys.baseUrl, "GET", "/v1/api/servers", { headers: t.bearer(doomed.key) });
-        return r.status === 200 ? undefined : r;
-      },
+    const res = await pollUntil(
+      () => send(sys.baseUrl, "GET", "/v1/api/servers", { headers: t.bearer(doomed.key) }),
+      (r) => r.status !== 200,
       5000,
       20,
     );
@@ -205,7 +191,7 @@ describe("embedded mode (npm start)", () => {
   it("a second start on the same data directory prints no new dev tenant, and the first one's keys keep working", async () => {
     // LOG_LEVEL=info makes the process say "ready" once everything, a dev tenant included, is done.
     sys = await startEmbeddedSystem({ DATA_DIR: dataDir, LOG_LEVEL: "info" });
-    await pollFor("the ready line", () => (/"msg":"ready"/.test(sys.output()) ? true : undefined), 30_000);
+    await pollUntil(async () => /"msg":"ready"/.test(sys.output()), Boolean, 30_000);
     expect(sys.output()).not.toContain("dev tenant");
     expect(parseDevTenant(sys.output())).toBeUndefined();
     const servers = await send(sys.baseUrl, "GET", "/v1/api/servers", {

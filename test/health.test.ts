@@ -1,6 +1,6 @@
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "../gen/grpc/health/v1/health_pb.js";
 import { MarkersService } from "../gen/replay/markers/v1/markers_pb.js";
 import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
@@ -8,7 +8,8 @@ import { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
 import { RecorderService } from "../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
 import { WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
-import { distributedSkipReason, startDistributedSystem, type System } from "./system.js";
+import { distributedSkipReason, startDistributedSystem } from "./system.js";
+import { useSystem } from "./use-system.js";
 
 // operations.md: each service answers grpc.health.v1.Health/Check (what Kubernetes' grpc probes call).
 const served: Record<string, string[]> = {
@@ -19,15 +20,10 @@ const served: Record<string, string[]> = {
 };
 
 describe.skipIf(distributedSkipReason())("grpc.health.v1 on every service (distributed mode)", () => {
-  let sys: System;
-  beforeAll(async () => {
-    sys = await startDistributedSystem();
-  }, 90_000);
-  afterAll(async () => {
-    await sys?.stop();
-  });
+  const system = useSystem(() => startDistributedSystem());
 
   it("answers SERVING for the process and for each service it serves, over the gRPC protocol", async () => {
+    const sys = system();
     for (const [name, services] of Object.entries(served)) {
       const health = createClient(Health, createGrpcTransport({ baseUrl: sys.serviceUrls?.[name] as string }));
       for (const service of ["", ...services]) {
@@ -37,6 +33,7 @@ describe.skipIf(distributedSkipReason())("grpc.health.v1 on every service (distr
   });
 
   it("answers NOT_FOUND for a service the process does not serve", async () => {
+    const sys = system();
     const health = createClient(Health, createGrpcTransport({ baseUrl: sys.serviceUrls?.servers as string }));
     await expect(health.check({ service: MarkersService.typeName })).rejects.toMatchObject({ code: 5 });
   });

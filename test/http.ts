@@ -14,7 +14,13 @@ export async function send(
 ): Promise<Res> {
   const bytes = opts.rawBody ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body));
   const headers = { ...(bytes !== undefined ? { "content-type": "application/json" } : {}), ...opts.headers };
-  const res = await fetch(baseUrl + path, { method, headers, body: bytes, redirect: "manual", signal: AbortSignal.timeout(30_000) });
+  const res = await fetch(baseUrl + path, {
+    method,
+    headers,
+    body: bytes,
+    redirect: "manual",
+    signal: AbortSignal.timeout(30_000),
+  });
   const text = await res.text();
   let body: unknown;
   try {
@@ -36,14 +42,24 @@ export function sendSigned(
   opts: { body?: unknown; nonce?: string; ts?: number; headers?: Record<string, string> } = {},
 ): Promise<Res> {
   const raw = opts.body === undefined ? undefined : JSON.stringify(opts.body);
-  const { authorization } = signRequest({ ...signer, method, url: baseUrl + path, body: raw, nonce: opts.nonce, ts: opts.ts });
+  const { authorization } = signRequest({
+    ...signer,
+    method,
+    url: baseUrl + path,
+    body: raw,
+    nonce: opts.nonce,
+    ts: opts.ts,
+  });
   return send(baseUrl, method, path, { rawBody: raw, headers: { authorization, ...opts.headers } });
 }
 
 export const ALL_SCOPES = ["replays:read", "replays:write", "servers:read", "servers:write", "collections:write"];
 
 /** A fresh tenant with an owner, an all-scopes key bound to it and a signing key, through the admin API. */
-export async function provisionTenant(sys: System, plan: { rateLimitRps?: number; rateLimitBurst?: number; serverLimit?: bigint } = {}) {
+export async function provisionTenant(
+  sys: System,
+  plan: { rateLimitRps?: number; rateLimitBurst?: number; serverLimit?: bigint } = {},
+) {
   const { tenantId } = await sys.admin.createTenant({ name: `e2e-${randomUUID().slice(0, 8)}`, ...plan });
   const { memberId: ownerId } = await sys.admin.addMember({ tenantId, role: MemberRole.OWNER });
   const { keyId, key } = await sys.admin.createApiKey({ tenantId, memberId: ownerId, scopes: ALL_SCOPES });

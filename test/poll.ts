@@ -12,7 +12,8 @@ export async function pollUntil<T>(
   for (;;) {
     const value = await attempt();
     if (done(value)) return value;
-    if (performance.now() > deadline) throw new Error(`not done within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
+    if (performance.now() > deadline)
+      throw new Error(`not done within ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }

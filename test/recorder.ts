@@ -1,13 +1,22 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
-import { type CheckInResponse, CheckInRequestSchema, CheckInResponseSchema, RecorderService } from "../gen/replay/servers/v1/recorder_pb.js";
+import {
+  CheckInRequestSchema,
+  type CheckInResponse,
+  CheckInResponseSchema,
+  RecorderService,
+} from "../gen/replay/servers/v1/recorder_pb.js";
 
 /**
  * A recorder's check-in through a stock gRPC client (@grpc/grpc-js), as recorder infrastructure
  * would send it: proves the services speak standard gRPC, not only Connect.
  */
-export function grpcCheckIn(baseUrl: string, serverId: string, opts: { pluginVersion?: string; at?: Date } = {}): Promise<CheckInResponse> {
+export function grpcCheckIn(
+  baseUrl: string,
+  serverId: string,
+  opts: { pluginVersion?: string; at?: Date } = {},
+): Promise<CheckInResponse> {
   const client = new grpc.Client(new URL(baseUrl).host, grpc.credentials.createInsecure());
   const request = create(CheckInRequestSchema, {
     serverId,

@@ -13,7 +13,8 @@ import { createNatsBus } from "../lib/bus/nats.js";
 import { ALL_SCOPES, provisionTenant, type Res, send } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { grpcCheckIn } from "./recorder.js";
-import { distributedSkipReason, startDistributedSystem, startEmbeddedSystem, type System } from "./system.js";
+import { distributedSkipReason, type System, startDistributedSystem, startEmbeddedSystem } from "./system.js";
+import { useSystem } from "./use-system.js";
 
 // Servers management through the gateway (spec "Servers", decisions.md §2 management keys and §4),
 // recorder check-in over the internal API, in both run modes.
@@ -52,7 +53,11 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
       ...t,
       api,
       owner,
-      async create(name = `srv-${randomUUID().slice(0, 8)}`, extra: Record<string, unknown> = {}, client = owner): Promise<string> {
+      async create(
+        name = `srv-${randomUUID().slice(0, 8)}`,
+        extra: Record<string, unknown> = {},
+        client = owner,
+      ): Promise<string> {
         const res = await client.post("/v1/api/servers", { name, ...extra });
         expect(res.status, res.text).toBe(201);
         return res.body.serverId;
@@ -63,7 +68,11 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
         return serverId;
       },
       async member(role: MemberRole, opts: { instanceSettings?: boolean } = {}) {
-        const { memberId } = await sys.admin.addMember({ tenantId: t.tenantId, role, instanceSettings: opts.instanceSettings });
+        const { memberId } = await sys.admin.addMember({
+          tenantId: t.tenantId,
+          role,
+          instanceSettings: opts.instanceSettings,
+        });
         const { key } = await t.mintKey(ALL_SCOPES, memberId);
         return { memberId, api: api(key) };
       },
@@ -80,7 +89,15 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     expect(created.body).toEqual({ serverId: expect.stringMatching(/^[0-9a-f-]{36}$/), name: "Éclair 😀" });
     const pending = await t.owner.get("/v1/api/servers/pending");
     expect(pending.body).toEqual({
-      pending: [{ serverId: created.body.serverId, name: "Éclair 😀", categoryId: null, createdAt: expect.stringMatching(/Z$/), sourceServerId: null }],
+      pending: [
+        {
+          serverId: created.body.serverId,
+          name: "Éclair 😀",
+          categoryId: null,
+          createdAt: expect.stringMatching(/Z$/),
+          sourceServerId: null,
+        },
+      ],
     });
     expect((await t.owner.get("/v1/api/servers")).body).toEqual({ servers: [] });
 
@@ -102,28 +119,36 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     expect((await t.owner.get("/v1/api/servers/pending")).body).toEqual({ pending: [] });
   });
 
-  it.skipIf(skip)("derives status from the last check-in at read time; a check-in without a version keeps the stored one", async () => {
-    const t = await tenant();
-    const serverId = await t.create();
-    await grpcCheckIn(sys.internalUrl, serverId, { pluginVersion: "3.0.0", at: new Date(Date.now() - 16 * MINUTE) });
-    expect(await t.entry(serverId)).toMatchObject({ status: "offline", pluginVersion: "3.0.0", state: "connected" });
-    const future = new Date(Date.now() + 60 * MINUTE);
-    const res = await grpcCheckIn(sys.internalUrl, serverId, { at: future });
-    expect(res.status).toBe(ServerStatus.ONLINE);
-    const entry = await t.entry(serverId);
-    expect(Date.parse(entry.lastSeenAt)).toBeLessThanOrEqual(Date.now());
-    expect(entry).toMatchObject({ status: "online", pluginVersion: "3.0.0" });
-  });
+  it.skipIf(skip)(
+    "derives status from the last check-in at read time; a check-in without a version keeps the stored one",
+    async () => {
+      const t = await tenant();
+      const serverId = await t.create();
+      await grpcCheckIn(sys.internalUrl, serverId, { pluginVersion: "3.0.0", at: new Date(Date.now() - 16 * MINUTE) });
+      expect(await t.entry(serverId)).toMatchObject({ status: "offline", pluginVersion: "3.0.0", state: "connected" });
+      const future = new Date(Date.now() + 60 * MINUTE);
+      const res = await grpcCheckIn(sys.internalUrl, serverId, { at: future });
+      expect(res.status).toBe(ServerStatus.ONLINE);
+      const entry = await t.entry(serverId);
+      expect(Date.parse(entry.lastSeenAt)).toBeLessThanOrEqual(Date.now());
+      expect(entry).toMatchObject({ status: "online", pluginVersion: "3.0.0" });
+    },
+  );
 
-  it.skipIf(skip)("with one free slot, 20 concurrent creates give exactly one 201 and nineteen 409 SERVER_LIMIT_REACHED", async () => {
-    const t = await tenant({ serverLimit: 3n });
-    await t.connected();
-    await t.create();
-    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => t.owner.post("/v1/api/servers", { name: `race-${i}` })));
-    expect(answers.filter((r) => r.status === 201)).toHaveLength(1);
-    for (const res of answers.filter((r) => r.status !== 201)) expectProblem(res, 409, "SERVER_LIMIT_REACHED");
-    expect((await t.owner.get("/v1/api/servers/pending")).body.pending).toHaveLength(2);
-  });
+  it.skipIf(skip)(
+    "with one free slot, 20 concurrent creates give exactly one 201 and nineteen 409 SERVER_LIMIT_REACHED",
+    async () => {
+      const t = await tenant({ serverLimit: 3n });
+      await t.connected();
+      await t.create();
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => t.owner.post("/v1/api/servers", { name: `race-${i}` })),
+      );
+      expect(answers.filter((r) => r.status === 201)).toHaveLength(1);
+      for (const res of answers.filter((r) => r.status !== 201)) expectProblem(res, 409, "SERVER_LIMIT_REACHED");
+      expect((await t.owner.get("/v1/api/servers/pending")).body.pending).toHaveLength(2);
+    },
+  );
 
   it.skipIf(skip)("cancelling, deauthorising and purging free their slot at once", async () => {
     const t = await tenant({ serverLimit: 1n });
@@ -145,102 +170,158 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     expectProblem(await t.owner.post("/v1/api/servers", { name: "x" }), 409, "SERVER_LIMIT_REACHED");
     await sys.admin.updateTenant({ tenantId: t.tenantId, serverLimit: 2n });
     // The new plan reaches the servers service as an event: a create is refused until it has.
-    const res = await pollUntil(() => t.owner.post("/v1/api/servers", { name: "after raise" }), (r) => r.status !== 409, 5000);
+    const res = await pollUntil(
+      () => t.owner.post("/v1/api/servers", { name: "after raise" }),
+      (r) => r.status !== 409,
+      5000,
+    );
     expect(res.status, res.text).toBe(201);
     const usage = await sys.admin.getTenant({ tenantId: t.tenantId });
     expect(usage.tenant?.serversUsed).toBe(2n);
   });
 
-  it.skipIf(skip)("a key from before member binding gets ACTOR_BINDING_REQUIRED on every servers write; its reads keep working", async () => {
-    const t = await tenant();
-    const serverId = await t.connected("owned");
-    const pendingId = await t.create("pending");
-    const { key } = await t.mintKey(ALL_SCOPES, null);
-    const unbound = t.api(key);
-    expectProblem(await unbound.post("/v1/api/servers", { name: "nope" }), 403, "ACTOR_BINDING_REQUIRED");
-    expectProblem(await unbound.patch(`/v1/api/servers/${serverId}`, { name: "nope" }), 403, "ACTOR_BINDING_REQUIRED");
-    expectProblem(await unbound.delete(`/v1/api/servers/${serverId}`), 403, "ACTOR_BINDING_REQUIRED");
-    expectProblem(await unbound.delete(`/v1/api/servers/permanent/${serverId}`), 403, "ACTOR_BINDING_REQUIRED");
-    expectProblem(await unbound.delete(`/v1/api/servers/pending/${pendingId}`), 403, "ACTOR_BINDING_REQUIRED");
-    expect((await unbound.get("/v1/api/servers")).body.servers.map((s: { id: string }) => s.id)).toEqual([serverId]);
-    expect((await unbound.get("/v1/api/servers/pending")).body.pending).toEqual([expect.objectContaining({ serverId: pendingId, sourceServerId: null })]);
-    // A marker route is not a management write: it is not refused for the missing binding.
-    expect((await unbound.post("/v1/api/timeline-events", { replayId: randomUUID(), tick: 1, label: "x" })).body?.code).not.toBe("ACTOR_BINDING_REQUIRED");
-  });
+  it.skipIf(skip)(
+    "a key from before member binding gets ACTOR_BINDING_REQUIRED on every servers write; its reads keep working",
+    async () => {
+      const t = await tenant();
+      const serverId = await t.connected("owned");
+      const pendingId = await t.create("pending");
+      const { key } = await t.mintKey(ALL_SCOPES, null);
+      const unbound = t.api(key);
+      expectProblem(await unbound.post("/v1/api/servers", { name: "nope" }), 403, "ACTOR_BINDING_REQUIRED");
+      expectProblem(
+        await unbound.patch(`/v1/api/servers/${serverId}`, { name: "nope" }),
+        403,
+        "ACTOR_BINDING_REQUIRED",
+      );
+      expectProblem(await unbound.delete(`/v1/api/servers/${serverId}`), 403, "ACTOR_BINDING_REQUIRED");
+      expectProblem(await unbound.delete(`/v1/api/servers/permanent/${serverId}`), 403, "ACTOR_BINDING_REQUIRED");
+      expectProblem(await unbound.delete(`/v1/api/servers/pending/${pendingId}`), 403, "ACTOR_BINDING_REQUIRED");
+      expect((await unbound.get("/v1/api/servers")).body.servers.map((s: { id: string }) => s.id)).toEqual([serverId]);
+      expect((await unbound.get("/v1/api/servers/pending")).body.pending).toEqual([
+        expect.objectContaining({ serverId: pendingId, sourceServerId: null }),
+      ]);
+      // A marker route is not a management write: it is not refused for the missing binding.
+      expect(
+        (await unbound.post("/v1/api/timeline-events", { replayId: randomUUID(), tick: 1, label: "x" })).body?.code,
+      ).not.toBe("ACTOR_BINDING_REQUIRED");
+    },
+  );
 
-  it.skipIf(skip)("a change to the member takes effect on the very next request: removed, viewer, instance settings withdrawn", async () => {
-    const t = await tenant();
-    const serverId = await t.connected("target");
-    const admin = await t.member(MemberRole.ADMIN);
-    expect((await admin.api.patch(`/v1/api/servers/${serverId}`, { name: "by admin" })).status).toBe(200);
+  it.skipIf(skip)(
+    "a change to the member takes effect on the very next request: removed, viewer, instance settings withdrawn",
+    async () => {
+      const t = await tenant();
+      const serverId = await t.connected("target");
+      const admin = await t.member(MemberRole.ADMIN);
+      expect((await admin.api.patch(`/v1/api/servers/${serverId}`, { name: "by admin" })).status).toBe(200);
 
-    await sys.admin.updateMember({ memberId: admin.memberId, instanceSettings: false });
-    expectProblem(await admin.api.patch(`/v1/api/servers/${serverId}`, { name: "no" }), 403, "PERMISSION_DENIED");
-    expect((await admin.api.get("/v1/api/servers")).status).toBe(200);
-    await sys.admin.updateMember({ memberId: admin.memberId, instanceSettings: true });
-    expect((await admin.api.patch(`/v1/api/servers/${serverId}`, { name: "again" })).status).toBe(200);
+      await sys.admin.updateMember({ memberId: admin.memberId, instanceSettings: false });
+      expectProblem(await admin.api.patch(`/v1/api/servers/${serverId}`, { name: "no" }), 403, "PERMISSION_DENIED");
+      expect((await admin.api.get("/v1/api/servers")).status).toBe(200);
+      await sys.admin.updateMember({ memberId: admin.memberId, instanceSettings: true });
+      expect((await admin.api.patch(`/v1/api/servers/${serverId}`, { name: "again" })).status).toBe(200);
 
-    await sys.admin.updateMember({ memberId: admin.memberId, role: MemberRole.VIEWER });
-    expectProblem(await admin.api.post("/v1/api/servers", { name: "no" }), 403, "PERMISSION_DENIED");
-    await sys.admin.updateMember({ memberId: admin.memberId, role: MemberRole.ADMIN });
-    expect((await admin.api.delete(`/v1/api/servers/${serverId}`)).status).toBe(204);
+      await sys.admin.updateMember({ memberId: admin.memberId, role: MemberRole.VIEWER });
+      expectProblem(await admin.api.post("/v1/api/servers", { name: "no" }), 403, "PERMISSION_DENIED");
+      await sys.admin.updateMember({ memberId: admin.memberId, role: MemberRole.ADMIN });
+      expect((await admin.api.delete(`/v1/api/servers/${serverId}`)).status).toBe(204);
 
-    await sys.admin.removeMember({ memberId: admin.memberId });
-    expectProblem(await admin.api.delete(`/v1/api/servers/permanent/${serverId}`), 403, "ACTOR_REMOVED");
-    expectProblem(await admin.api.post("/v1/api/servers", { name: "no" }), 403, "ACTOR_REMOVED");
-    expect((await t.entry(serverId)).name).toBe("again");
-  });
+      await sys.admin.removeMember({ memberId: admin.memberId });
+      expectProblem(await admin.api.delete(`/v1/api/servers/permanent/${serverId}`), 403, "ACTOR_REMOVED");
+      expectProblem(await admin.api.post("/v1/api/servers", { name: "no" }), 403, "ACTOR_REMOVED");
+      expect((await t.entry(serverId)).name).toBe("again");
+    },
+  );
 
-  it.skipIf(skip)("a member manages only its granted categories and servers; anything else is TARGET_ACCESS_DENIED", async () => {
-    const t = await tenant();
-    const granted = await category(t.tenantId, "granted");
-    const other = await category(t.tenantId, "other");
-    const inGranted = await t.connected("in-granted", { categoryId: granted });
-    const inOther = await t.connected("in-other", { categoryId: other });
-    const loose = await t.connected("loose");
-    const member = await t.member(MemberRole.MEMBER);
-    await sys.admin.grantMember({ memberId: member.memberId, categoryId: granted });
+  it.skipIf(skip)(
+    "a member manages only its granted categories and servers; anything else is TARGET_ACCESS_DENIED",
+    async () => {
+      const t = await tenant();
+      const granted = await category(t.tenantId, "granted");
+      const other = await category(t.tenantId, "other");
+      const inGranted = await t.connected("in-granted", { categoryId: granted });
+      const inOther = await t.connected("in-other", { categoryId: other });
+      const loose = await t.connected("loose");
+      const member = await t.member(MemberRole.MEMBER);
+      await sys.admin.grantMember({ memberId: member.memberId, categoryId: granted });
 
-    expect((await member.api.patch(`/v1/api/servers/${inGranted}`, { name: "mine" })).status).toBe(200);
-    expectProblem(await member.api.patch(`/v1/api/servers/${inOther}`, { name: "no" }), 403, "TARGET_ACCESS_DENIED");
-    expectProblem(await member.api.delete(`/v1/api/servers/${loose}`), 403, "TARGET_ACCESS_DENIED");
-    expect((await member.api.post("/v1/api/servers", { name: "new", categoryId: granted })).status).toBe(201);
-    expectProblem(await member.api.post("/v1/api/servers", { name: "new", categoryId: other }), 403, "TARGET_ACCESS_DENIED");
-    expectProblem(await member.api.post("/v1/api/servers", { name: "uncategorised" }), 403, "TARGET_ACCESS_DENIED");
-    expectProblem(await member.api.post("/v1/api/servers", { name: "copy", sourceServerId: inOther, categoryId: granted }), 403, "TARGET_ACCESS_DENIED");
+      expect((await member.api.patch(`/v1/api/servers/${inGranted}`, { name: "mine" })).status).toBe(200);
+      expectProblem(await member.api.patch(`/v1/api/servers/${inOther}`, { name: "no" }), 403, "TARGET_ACCESS_DENIED");
+      expectProblem(await member.api.delete(`/v1/api/servers/${loose}`), 403, "TARGET_ACCESS_DENIED");
+      expect((await member.api.post("/v1/api/servers", { name: "new", categoryId: granted })).status).toBe(201);
+      expectProblem(
+        await member.api.post("/v1/api/servers", { name: "new", categoryId: other }),
+        403,
+        "TARGET_ACCESS_DENIED",
+      );
+      expectProblem(await member.api.post("/v1/api/servers", { name: "uncategorised" }), 403, "TARGET_ACCESS_DENIED");
+      expectProblem(
+        await member.api.post("/v1/api/servers", { name: "copy", sourceServerId: inOther, categoryId: granted }),
+        403,
+        "TARGET_ACCESS_DENIED",
+      );
 
-    await sys.admin.grantMember({ memberId: member.memberId, serverId: loose });
-    expect((await member.api.delete(`/v1/api/servers/${loose}`)).status).toBe(204);
-    const copy = await member.api.post("/v1/api/servers", { name: "copy", sourceServerId: inGranted });
-    expect(copy.status).toBe(201);
-    const pending = (await member.api.get("/v1/api/servers/pending")).body.pending.find((p: { serverId: string }) => p.serverId === copy.body.serverId);
-    expect(pending).toMatchObject({ categoryId: granted, sourceServerId: null });
-    const asOwner = (await t.owner.get("/v1/api/servers/pending")).body.pending.find((p: { serverId: string }) => p.serverId === copy.body.serverId);
-    expect(asOwner.sourceServerId).toBe(inGranted);
-  });
+      await sys.admin.grantMember({ memberId: member.memberId, serverId: loose });
+      expect((await member.api.delete(`/v1/api/servers/${loose}`)).status).toBe(204);
+      const copy = await member.api.post("/v1/api/servers", { name: "copy", sourceServerId: inGranted });
+      expect(copy.status).toBe(201);
+      const pending = (await member.api.get("/v1/api/servers/pending")).body.pending.find(
+        (p: { serverId: string }) => p.serverId === copy.body.serverId,
+      );
+      expect(pending).toMatchObject({ categoryId: granted, sourceServerId: null });
+      const asOwner = (await t.owner.get("/v1/api/servers/pending")).body.pending.find(
+        (p: { serverId: string }) => p.serverId === copy.body.serverId,
+      );
+      expect(asOwner.sourceServerId).toBe(inGranted);
+    },
+  );
 
-  it.skipIf(skip)("failures answer in decisions.md's order: 400, then member rights, then existence, then access, then the plan", async () => {
-    const t = await tenant({ serverLimit: 1n });
-    const category = await categoryOf(t.tenantId);
-    await t.create("fills the plan", { categoryId: category });
-    const viewer = await t.member(MemberRole.VIEWER);
-    const member = await t.member(MemberRole.MEMBER);
-    expectProblem(await viewer.api.patch("/v1/api/servers/not-a-uuid", { name: "x" }), 400, "INVALID_SERVER_ID");
-    expectProblem(await viewer.api.post("/v1/api/servers", { name: "" }), 400, "INVALID_NAME");
-    expectProblem(await viewer.api.patch(`/v1/api/servers/${randomUUID()}`, { name: "x" }), 403, "PERMISSION_DENIED");
-    expectProblem(await member.api.patch(`/v1/api/servers/${randomUUID()}`, { name: "x" }), 404, "SERVER_NOT_FOUND");
-    expectProblem(await member.api.post("/v1/api/servers", { name: "x", categoryId: randomUUID() }), 404, "CATEGORY_NOT_FOUND");
-    expectProblem(await member.api.post("/v1/api/servers", { name: "x", categoryId: category }), 403, "TARGET_ACCESS_DENIED");
-    expectProblem(await t.owner.post("/v1/api/servers", { name: "x", categoryId: category }), 409, "SERVER_LIMIT_REACHED");
-  });
+  it.skipIf(skip)(
+    "failures answer in decisions.md's order: 400, then member rights, then existence, then access, then the plan",
+    async () => {
+      const t = await tenant({ serverLimit: 1n });
+      const category = await categoryOf(t.tenantId);
+      await t.create("fills the plan", { categoryId: category });
+      const viewer = await t.member(MemberRole.VIEWER);
+      const member = await t.member(MemberRole.MEMBER);
+      expectProblem(await viewer.api.patch("/v1/api/servers/not-a-uuid", { name: "x" }), 400, "INVALID_SERVER_ID");
+      expectProblem(await viewer.api.post("/v1/api/servers", { name: "" }), 400, "INVALID_NAME");
+      expectProblem(await viewer.api.patch(`/v1/api/servers/${randomUUID()}`, { name: "x" }), 403, "PERMISSION_DENIED");
+      expectProblem(await member.api.patch(`/v1/api/servers/${randomUUID()}`, { name: "x" }), 404, "SERVER_NOT_FOUND");
+      expectProblem(
+        await member.api.post("/v1/api/servers", { name: "x", categoryId: randomUUID() }),
+        404,
+        "CATEGORY_NOT_FOUND",
+      );
+      expectProblem(
+        await member.api.post("/v1/api/servers", { name: "x", categoryId: category }),
+        403,
+        "TARGET_ACCESS_DENIED",
+      );
+      expectProblem(
+        await t.owner.post("/v1/api/servers", { name: "x", categoryId: category }),
+        409,
+        "SERVER_LIMIT_REACHED",
+      );
+    },
+  );
 
   it.skipIf(skip)("bad input gets its own code: wrong JSON types, bad ids, a body that is not an object", async () => {
     const t = await tenant();
     expectProblem(await t.owner.post("/v1/api/servers", { name: 42 }), 400, "INVALID_NAME");
     expectProblem(await t.owner.post("/v1/api/servers", { name: "ok", categoryId: 7 }), 400, "INVALID_CATEGORY_ID");
-    expectProblem(await t.owner.post("/v1/api/servers", { name: "ok", sourceServerId: "nope" }), 400, "INVALID_SERVER_ID");
+    expectProblem(
+      await t.owner.post("/v1/api/servers", { name: "ok", sourceServerId: "nope" }),
+      400,
+      "INVALID_SERVER_ID",
+    );
     expectProblem(await t.owner.post("/v1/api/servers", ["name"]), 400, "INVALID_BODY");
-    expectProblem(await send(sys.baseUrl, "POST", "/v1/api/servers", { headers: t.bearer(), rawBody: "{" }), 400, "INVALID_BODY");
+    expectProblem(
+      await send(sys.baseUrl, "POST", "/v1/api/servers", { headers: t.bearer(), rawBody: "{" }),
+      400,
+      "INVALID_BODY",
+    );
     expectProblem(await t.owner.post("/v1/api/servers", { name: "a".repeat(65) }), 400, "INVALID_NAME");
     expect((await t.owner.post("/v1/api/servers", { name: "😀".repeat(64), categoryId: null })).status).toBe(201);
     expect((await t.owner.get("/v1/api/servers/pending")).body.pending).toHaveLength(1);
@@ -256,8 +337,13 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     expect((await t.owner.delete(`/v1/api/servers/${serverId}`)).status).toBe(204);
     expect((await t.owner.delete(`/v1/api/servers/${serverId}`)).status).toBe(204);
     expect(await t.entry(serverId)).toMatchObject({ state: "deauthorised", status: "offline" });
-    await expect(grpcCheckIn(sys.internalUrl, serverId)).rejects.toMatchObject({ details: expect.stringContaining("deauthorised") });
-    expect((await t.owner.patch(`/v1/api/servers/${serverId}`, { name: "renamed" })).body).toMatchObject({ name: "renamed", state: "deauthorised" });
+    await expect(grpcCheckIn(sys.internalUrl, serverId)).rejects.toMatchObject({
+      details: expect.stringContaining("deauthorised"),
+    });
+    expect((await t.owner.patch(`/v1/api/servers/${serverId}`, { name: "renamed" })).body).toMatchObject({
+      name: "renamed",
+      state: "deauthorised",
+    });
     expect((await t.owner.delete(`/v1/api/servers/permanent/${serverId}`)).status).toBe(204);
     await expect(grpcCheckIn(sys.internalUrl, serverId)).rejects.toMatchObject({ code: 5 });
   });
@@ -276,14 +362,19 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     ];
     for (const [method, path, body] of pairs) {
       const theirs = await send(sys.baseUrl, method, path, { headers: b.bearer(), body });
-      const none = await send(sys.baseUrl, method, path.replace(/[0-9a-f-]{36}$/, unknown), { headers: b.bearer(), body });
+      const none = await send(sys.baseUrl, method, path.replace(/[0-9a-f-]{36}$/, unknown), {
+        headers: b.bearer(),
+        body,
+      });
       expectProblem(theirs, 404, "SERVER_NOT_FOUND");
       const { instance: _a, detail: da, ...restA } = theirs.body;
       const { instance: _b, detail: db, ...restB } = none.body;
       expect(restA).toEqual(restB);
       expect(da.replace(serverId, "<id>").replace(pendingId, "<id>")).toBe(db.replace(unknown, "<id>"));
     }
-    expect((await b.owner.post("/v1/api/servers", { name: "x", sourceServerId: serverId })).body.code).toBe("SERVER_NOT_FOUND");
+    expect((await b.owner.post("/v1/api/servers", { name: "x", sourceServerId: serverId })).body.code).toBe(
+      "SERVER_NOT_FOUND",
+    );
     expect((await a.entry(serverId)).name).toBe("a's");
   });
 
@@ -305,24 +396,29 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
   }
 
   async function replayctl(...args: string[]): Promise<Record<string, string>> {
-    const cli = join(fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/"), "dist", "cli", "replayctl.js");
-    const { stdout } = await promisify(execFile)(process.execPath, [cli, ...args], { env: { ...process.env, REPLAYCTL_URL: sys.internalUrl } });
+    const cli = join(
+      fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/"),
+      "dist",
+      "cli",
+      "replayctl.js",
+    );
+    const { stdout } = await promisify(execFile)(process.execPath, [cli, ...args], {
+      env: { ...process.env, REPLAYCTL_URL: sys.internalUrl },
+    });
     return JSON.parse(stdout);
   }
 });
 
 describe.skipIf(distributedSkipReason())("servers events (distributed mode)", () => {
-  let sys: System;
-  beforeAll(async () => {
-    sys = await startDistributedSystem();
-  }, 90_000);
-  afterAll(async () => {
-    await sys?.stop();
-  });
+  const system = useSystem(() => startDistributedSystem());
 
   it("replayCount follows the replays recorded and deleted, in whatever order the events arrive", async () => {
+    const sys = system();
     const t = await provisionTenant(sys);
-    const created = await send(sys.baseUrl, "POST", "/v1/api/servers", { headers: t.bearer(), body: { name: "recorder" } });
+    const created = await send(sys.baseUrl, "POST", "/v1/api/servers", {
+      headers: t.bearer(),
+      body: { name: "recorder" },
+    });
     const serverId = created.body.serverId as string;
     await grpcCheckIn(sys.serviceUrls?.servers as string, serverId);
     const bus = await createNatsBus({ servers: process.env.NATS_URL as string, namespace: sys.natsNamespace });
@@ -330,9 +426,21 @@ describe.skipIf(distributedSkipReason())("servers events (distributed mode)", ()
       const [kept, deleted, deletedFirst] = [randomUUID(), randomUUID(), randomUUID()];
       const publish = (subject: EventSubject, bytes: Uint8Array, id = randomUUID()) => bus.publish(subject, id, bytes);
       const started = (replayId: string) =>
-        toBinary(RecordingStartedSchema, create(RecordingStartedSchema, { eventId: randomUUID(), tenantId: t.tenantId, replayId, serverId }));
+        toBinary(
+          RecordingStartedSchema,
+          create(RecordingStartedSchema, { eventId: randomUUID(), tenantId: t.tenantId, replayId, serverId }),
+        );
       const gone = (replayId: string) =>
-        toBinary(ReplayDeletedSchema, create(ReplayDeletedSchema, { eventId: randomUUID(), tenantId: t.tenantId, replayId, serverId, sizeBytes: 1n }));
+        toBinary(
+          ReplayDeletedSchema,
+          create(ReplayDeletedSchema, {
+            eventId: randomUUID(),
+            tenantId: t.tenantId,
+            replayId,
+            serverId,
+            sizeBytes: 1n,
+          }),
+        );
       const startedKept = started(kept);
       await publish("replays.recording.started", startedKept);
       await publish("replays.recording.started", started(deleted));
@@ -342,7 +450,8 @@ describe.skipIf(distributedSkipReason())("servers events (distributed mode)", ()
       // A redelivered event (same payload, new broker id) is applied once: its event_id is in the inbox.
       await publish("replays.recording.started", startedKept);
       const count = async () =>
-        (await send(sys.baseUrl, "GET", "/v1/api/servers", { headers: t.bearer() })).body.servers[0].replayCount as number;
+        (await send(sys.baseUrl, "GET", "/v1/api/servers", { headers: t.bearer() })).body.servers[0]
+          .replayCount as number;
       expect(await pollUntil(count, (n) => n === 1, 10_000)).toBe(1);
     } finally {
       await bus.close();
@@ -350,22 +459,39 @@ describe.skipIf(distributedSkipReason())("servers events (distributed mode)", ()
   });
 
   it("publishes servers.server.created, connected, deauthorised and purged through the outbox", async () => {
+    const sys = system();
     const t = await provisionTenant(sys);
     const bus = await createNatsBus({ servers: process.env.NATS_URL as string, namespace: sys.natsNamespace });
     const seen: { subject: string; serverId: string; tenantId: string }[] = [];
-    const stop = await bus.subscribe(`test_${randomUUID().slice(0, 8).replaceAll("-", "")}`, ["servers.server.*"], async (msg) => {
-      const event = decodeEvent(msg.subject as "servers.server.created", msg.data);
-      seen.push({ subject: msg.subject, serverId: event.serverId, tenantId: event.tenantId });
-    });
+    const stop = await bus.subscribe(
+      `test_${randomUUID().slice(0, 8).replaceAll("-", "")}`,
+      ["servers.server.*"],
+      async (msg) => {
+        const event = decodeEvent(msg.subject as "servers.server.created", msg.data);
+        seen.push({ subject: msg.subject, serverId: event.serverId, tenantId: event.tenantId });
+      },
+    );
     try {
-      const created = await send(sys.baseUrl, "POST", "/v1/api/servers", { headers: t.bearer(), body: { name: "evented" } });
+      const created = await send(sys.baseUrl, "POST", "/v1/api/servers", {
+        headers: t.bearer(),
+        body: { name: "evented" },
+      });
       const serverId = created.body.serverId as string;
       await grpcCheckIn(sys.serviceUrls?.servers as string, serverId);
       await send(sys.baseUrl, "DELETE", `/v1/api/servers/${serverId}`, { headers: t.bearer() });
       await send(sys.baseUrl, "DELETE", `/v1/api/servers/permanent/${serverId}`, { headers: t.bearer() });
-      const mine = await pollUntil(async () => seen.filter((e) => e.serverId === serverId), (events) => events.length >= 4, 10_000);
+      const mine = await pollUntil(
+        async () => seen.filter((e) => e.serverId === serverId),
+        (events) => events.length >= 4,
+        10_000,
+      );
       expect(mine.map((e) => e.subject).sort()).toEqual(
-        ["servers.server.connected", "servers.server.created", "servers.server.deauthorised", "servers.server.purged"].sort(),
+        [
+          "servers.server.connected",
+          "servers.server.created",
+          "servers.server.deauthorised",
+          "servers.server.purged",
+        ].sort(),
       );
       expect(mine.every((e) => e.tenantId === t.tenantId)).toBe(true);
     } finally {
@@ -375,6 +501,7 @@ describe.skipIf(distributedSkipReason())("servers events (distributed mode)", ()
   });
 
   it("answers a stock gRPC client on the servers service itself, and maps refusals to gRPC codes", async () => {
+    const sys = system();
     await expect(grpcCheckIn(sys.serviceUrls?.servers as string, "not-a-uuid")).rejects.toMatchObject({ code: 3 });
     await expect(grpcCheckIn(sys.serviceUrls?.servers as string, randomUUID())).rejects.toMatchObject({ code: 5 });
   });

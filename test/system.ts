@@ -75,7 +75,8 @@ async function waitReady(url: string, procs: Proc[]): Promise<void> {
   let last = "no answer";
   while (Date.now() < deadline) {
     const dead = procs.find((p) => p.child.exitCode !== null);
-    if (dead) throw new Error(`${dead.name} exited (${dead.child.exitCode}) before ${url} was ready:\n${dead.output.join("")}`);
+    if (dead)
+      throw new Error(`${dead.name} exited (${dead.child.exitCode}) before ${url} was ready:\n${dead.output.join("")}`);
     try {
       const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
       last = String(res.status);
@@ -86,7 +87,9 @@ async function waitReady(url: string, procs: Proc[]): Promise<void> {
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(`${url} not ready after ${READY_TIMEOUT_MS} ms (last: ${last}):\n${procs.map((p) => p.output.join("")).join("\n")}`);
+  throw new Error(
+    `${url} not ready after ${READY_TIMEOUT_MS} ms (last: ${last}):\n${procs.map((p) => p.output.join("")).join("\n")}`,
+  );
 }
 
 async function stopAll(procs: Proc[]): Promise<(number | null)[]> {
@@ -155,7 +158,12 @@ function system(
 export async function startEmbeddedSystem(env: Record<string, string> = {}): Promise<System> {
   const dataDir = await mkdtemp(join(tmpdir(), "replay-e2e-"));
   const [port, internalPort] = await freePorts(2);
-  const proc = launch("embedded", [], { PORT: String(port), INTERNAL_PORT: String(internalPort), DATA_DIR: dataDir, ...env });
+  const proc = launch("embedded", [], {
+    PORT: String(port),
+    INTERNAL_PORT: String(internalPort),
+    DATA_DIR: dataDir,
+    ...env,
+  });
   const baseUrl = `http://127.0.0.1:${port}`;
   const cleanup = () => rm(dataDir, { recursive: true, force: true });
   try {
@@ -228,7 +236,14 @@ export async function startDistributedSystem({
   for (let g = 0; g < gateways; g++) {
     const port = ports[names.length + g * 2] as number;
     const internalPort = ports[names.length + g * 2 + 1] as number;
-    procs.push(launch(`gateway-${g}`, ["gateway"], { ...shared, PORT: String(port), INTERNAL_PORT: String(internalPort) }, nodeArgs));
+    procs.push(
+      launch(
+        `gateway-${g}`,
+        ["gateway"],
+        { ...shared, PORT: String(port), INTERNAL_PORT: String(internalPort) },
+        nodeArgs,
+      ),
+    );
     gatewayUrls.push(`http://127.0.0.1:${port}`);
     internalUrls.push(`http://127.0.0.1:${internalPort}`);
   }

@@ -1,11 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  API_KEY_PREFIX,
-  hashApiKey,
-  isWellFormedApiKey,
-  mintApiKey,
-  parseBearerAuthorization,
-} from "./api-key.js";
+import { API_KEY_PREFIX, hashApiKey, isWellFormedApiKey, mintApiKey, parseBearerAuthorization } from "./api-key.js";
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -25,14 +19,11 @@ describe("mintApiKey", () => {
   it("draws every base62 character with equal odds (no modulo bias toward 0-7)", () => {
     const counts = new Map<string, number>();
     for (let i = 0; i < 2500; i++) {
-      for (const c of mintApiKey().slice(API_KEY_PREFIX.length))
-        counts.set(c, (counts.get(c) ?? 0) + 1);
+      for (const c of mintApiKey().slice(API_KEY_PREFIX.length)) counts.set(c, (counts.get(c) ?? 0) + 1);
     }
     expect(new Set(counts.keys())).toEqual(new Set(BASE62));
     // byte % 62 without rejection would make "0".."7" 25% likelier than the rest.
-    const mean = (chars: string) =>
-      [...chars].reduce((sum, c) => sum + (counts.get(c) ?? 0), 0) /
-      chars.length;
+    const mean = (chars: string) => [...chars].reduce((sum, c) => sum + (counts.get(c) ?? 0), 0) / chars.length;
     const ratio = mean(BASE62.slice(0, 8)) / mean(BASE62.slice(8));
     expect(ratio).toBeGreaterThan(0.92);
     expect(ratio).toBeLessThan(1.08);
@@ -41,9 +32,7 @@ describe("mintApiKey", () => {
 
 describe("hashApiKey", () => {
   it("is the lower-case hex SHA-256 of the key's text", () => {
-    expect(hashApiKey("abc")).toBe(
-      "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
-    );
+    expect(hashApiKey("abc")).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   });
 
   it("is stable for one key and differs between keys", () => {

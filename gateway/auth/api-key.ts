@@ -10,9 +10,7 @@ const KEY_BODY_LENGTH = 40;
 const UNBIASED_BYTE_LIMIT = 256 - (256 % BASE62.length);
 const API_KEY = /^svc_live_[0-9A-Za-z]{40}$/;
 
-export type BearerAuthorizationResult =
-  | { ok: true; token: string }
-  | { ok: false; code: "UNAUTHENTICATED" };
+export type BearerAuthorizationResult = { ok: true; token: string } | { ok: false; code: "UNAUTHENTICATED" };
 
 /** A fresh key: the prefix and 40 uniformly random base62 characters (about 238 bits). */
 export function mintApiKey(): string {
@@ -43,9 +41,7 @@ export function isWellFormedApiKey(token: string): boolean {
  * token68 (RFC 6750), so white space or a comma after the scheme means a second credential or
  * parameters, never part of a key. Whether the token is a known key is INVALID_API_KEY, later.
  */
-export function parseBearerAuthorization(
-  header: string | undefined,
-): BearerAuthorizationResult {
+export function parseBearerAuthorization(header: string | undefined): BearerAuthorizationResult {
   if (header === undefined) return { ok: false, code: "UNAUTHENTICATED" };
   const text = header.replace(/^[ \t]+|[ \t]+$/g, "");
   const match = /^([^ \t]+)[ \t]+(.+)$/.exec(text);

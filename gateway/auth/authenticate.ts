@@ -1,6 +1,6 @@
 import { DomainError } from "../../lib/errors.js";
 import { canonicalQuery, canonicalString, hmacSha256Hex, sha256Hex } from "../../lib/signing.js";
-import type { IdentityStore, ApiKeyIdentityRow } from "../store.js";
+import type { ApiKeyIdentityRow, IdentityStore } from "../store.js";
 import { hashApiKey, isWellFormedApiKey, parseBearerAuthorization } from "./api-key.js";
 import type { KeyCache } from "./key-cache.js";
 import { parseSignatureAuthorization, timingSafeEqualHex } from "./signature-header.js";
@@ -23,7 +23,11 @@ export type Authenticator = {
   signature(req: SignedRequest): Promise<string>;
 };
 
-export function createAuthenticator(deps: { store: IdentityStore; keyCache: KeyCache; now: () => number }): Authenticator {
+export function createAuthenticator(deps: {
+  store: IdentityStore;
+  keyCache: KeyCache;
+  now: () => number;
+}): Authenticator {
   const { store, keyCache, now } = deps;
   return {
     async apiKey(authorization) {

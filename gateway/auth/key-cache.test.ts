@@ -1,7 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { createKeyCache } from "./key-cache.js";
 
-const identity = { key_id: "k", tenant_id: "t", member_id: null, scopes: ["servers:read"], rate_limit_rps: 50, rate_limit_burst: 100 };
+const identity = {
+  key_id: "k",
+  tenant_id: "t",
+  member_id: null,
+  scopes: ["servers:read"],
+  rate_limit_rps: 50,
+  rate_limit_burst: 100,
+};
 
 describe("API key cache", () => {
   it("forgets an entry after its TTL, so a revocation holds within it even without the broadcast", () => {

@@ -1,11 +1,5 @@
 // The API key scopes of spec/decisions.md §2; a key route names the one it needs.
-export const SCOPES = [
-  "replays:read",
-  "replays:write",
-  "servers:read",
-  "servers:write",
-  "collections:write",
-] as const;
+export const SCOPES = ["replays:read", "replays:write", "servers:read", "servers:write", "collections:write"] as const;
 
 export type Scope = (typeof SCOPES)[number];
 
@@ -25,14 +19,8 @@ export function parseScopes(text: string): Scope[] {
   const scopes: Scope[] = [];
   for (const raw of text.split(",")) {
     const item = raw.trim();
-    if (item === "")
-      throw new Error(
-        `empty scope in "${text}"; valid scopes: ${SCOPES.join(", ")}`,
-      );
-    if (!isScope(item))
-      throw new Error(
-        `unknown scope "${item}"; valid scopes: ${SCOPES.join(", ")}`,
-      );
+    if (item === "") throw new Error(`empty scope in "${text}"; valid scopes: ${SCOPES.join(", ")}`);
+    if (!isScope(item)) throw new Error(`unknown scope "${item}"; valid scopes: ${SCOPES.join(", ")}`);
     if (!scopes.includes(item)) scopes.push(item);
   }
   return scopes;

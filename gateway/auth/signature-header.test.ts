@@ -2,22 +2,10 @@ import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import {
-  canonicalQuery,
-  canonicalString,
-  hmacSha256Hex,
-  sha256Hex,
-  signRequest,
-} from "../../lib/signing.js";
-import {
-  parseSignatureAuthorization,
-  timingSafeEqualHex,
-} from "./signature-header.js";
+import { canonicalQuery, canonicalString, hmacSha256Hex, sha256Hex, signRequest } from "../../lib/signing.js";
+import { parseSignatureAuthorization, timingSafeEqualHex } from "./signature-header.js";
 
-const REFERENCE = new URL(
-  "../../../shared/conformance/lib/signing.mjs",
-  import.meta.url,
-);
+const REFERENCE = new URL("../../../shared/conformance/lib/signing.mjs", import.meta.url);
 const hasReference = existsSync(fileURLToPath(REFERENCE));
 
 type Reference = {
@@ -55,10 +43,7 @@ function validParams(): Record<string, string> {
   };
 }
 
-function header(
-  params: Record<string, string>,
-  { scheme = "FV1-HMAC-SHA256", separator = "," } = {},
-): string {
+function header(params: Record<string, string>, { scheme = "FV1-HMAC-SHA256", separator = "," } = {}): string {
   return `${scheme} ${Object.entries(params)
     .map(([name, value]) => `${name}=${value}`)
     .join(separator)}`;
@@ -90,54 +75,22 @@ describe("parseSignatureAuthorization: accepted headers", () => {
   });
 
   const accepted: Array<[string, () => string]> = [
-    [
-      "parameters in any order",
-      () => header(Object.fromEntries(Object.entries(validParams()).reverse())),
-    ],
+    ["parameters in any order", () => header(Object.fromEntries(Object.entries(validParams()).reverse()))],
     ["spaces after commas", () => header(validParams(), { separator: ", " })],
-    [
-      "the scheme in lower case",
-      () => header(validParams(), { scheme: "fv1-hmac-sha256" }),
-    ],
-    [
-      "the scheme in mixed case",
-      () => header(validParams(), { scheme: "Fv1-Hmac-Sha256" }),
-    ],
-    [
-      "several spaces after the scheme",
-      () => header(validParams(), { scheme: "FV1-HMAC-SHA256  " }),
-    ],
-    [
-      "an upper-case tenant UUID",
-      () => header(withValue("tenant", randomUUID().toUpperCase())),
-    ],
-    [
-      "a ts of 0 (the window check rejects it later)",
-      () => header(withValue("ts", "0")),
-    ],
+    ["the scheme in lower case", () => header(validParams(), { scheme: "fv1-hmac-sha256" })],
+    ["the scheme in mixed case", () => header(validParams(), { scheme: "Fv1-Hmac-Sha256" })],
+    ["several spaces after the scheme", () => header(validParams(), { scheme: "FV1-HMAC-SHA256  " })],
+    ["an upper-case tenant UUID", () => header(withValue("tenant", randomUUID().toUpperCase()))],
+    ["a ts of 0 (the window check rejects it later)", () => header(withValue("ts", "0"))],
     ["a 15-digit ts", () => header(withValue("ts", "999999999999999"))],
     ["a 16-character nonce", () => header(withValue("nonce", "a".repeat(16)))],
-    [
-      "a 64-character nonce",
-      () => header(withValue("nonce", "Z9_-".repeat(16))),
-    ],
+    ["a 64-character nonce", () => header(withValue("nonce", "Z9_-".repeat(16)))],
     [
       "upper-case parameter names (RFC 9110)",
-      () =>
-        header(
-          Object.fromEntries(
-            Object.entries(validParams()).map(([n, v]) => [n.toUpperCase(), v]),
-          ),
-        ),
+      () => header(Object.fromEntries(Object.entries(validParams()).map(([n, v]) => [n.toUpperCase(), v]))),
     ],
-    [
-      "a trailing comma (empty list element)",
-      () => `${header(validParams())},`,
-    ],
-    [
-      "white space around '=' (RFC 9110 BWS)",
-      () => header(validParams(), { separator: " , " }).replace(/=/g, " = "),
-    ],
+    ["a trailing comma (empty list element)", () => `${header(validParams())},`],
+    ["white space around '=' (RFC 9110 BWS)", () => header(validParams(), { separator: " , " }).replace(/=/g, " = ")],
   ];
   it.each(accepted)("accepts %s", (_name, build) => {
     expect(parseSignatureAuthorization(build()).ok).toBe(true);
@@ -145,9 +98,7 @@ describe("parseSignatureAuthorization: accepted headers", () => {
 
   it("keeps the tenant's letter case, since the canonical string signs it verbatim", () => {
     const tenant = randomUUID().toUpperCase();
-    const result = parseSignatureAuthorization(
-      header(withValue("tenant", tenant)),
-    );
+    const result = parseSignatureAuthorization(header(withValue("tenant", tenant)));
     expect(result.ok && result.params.tenant).toBe(tenant);
   });
 });
@@ -156,47 +107,20 @@ describe("parseSignatureAuthorization: UNAUTHENTICATED", () => {
   const cases: Array<[string, () => string | undefined]> = [
     ["no header", () => undefined],
     ["an empty header", () => ""],
-    [
-      "a bearer key",
-      () => "Bearer svc_live_0123456789012345678901234567890123456789",
-    ],
+    ["a bearer key", () => "Bearer svc_live_0123456789012345678901234567890123456789"],
     [
       "another signing scheme",
       () =>
         "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=abc",
     ],
-    [
-      "a scheme that only starts like ours",
-      () => header(validParams(), { scheme: "FV1-HMAC-SHA256X" }),
-    ],
-    [
-      "a scheme glued to its parameters",
-      () => `FV1-HMAC-SHA256,${header(validParams()).slice(16)}`,
-    ],
-    [
-      "a second credential after ours",
-      () => `${header(validParams())}, Bearer abc`,
-    ],
-    [
-      "a second credential before ours",
-      () => `Bearer abc, ${header(validParams())}`,
-    ],
-    [
-      "our credential twice",
-      () => `${header(validParams())}, ${header(validParams())}`,
-    ],
-    [
-      "our scheme repeated bare",
-      () => `${header(validParams())}, FV1-HMAC-SHA256`,
-    ],
-    [
-      "a token68 credential after ours",
-      () => `${header(validParams())},Basic dXNlcjpwYXNz`,
-    ],
-    [
-      "a second credential and no tenant (scheme check first)",
-      () => `${header(without("tenant"))}, Bearer abc`,
-    ],
+    ["a scheme that only starts like ours", () => header(validParams(), { scheme: "FV1-HMAC-SHA256X" })],
+    ["a scheme glued to its parameters", () => `FV1-HMAC-SHA256,${header(validParams()).slice(16)}`],
+    ["a second credential after ours", () => `${header(validParams())}, Bearer abc`],
+    ["a second credential before ours", () => `Bearer abc, ${header(validParams())}`],
+    ["our credential twice", () => `${header(validParams())}, ${header(validParams())}`],
+    ["our scheme repeated bare", () => `${header(validParams())}, FV1-HMAC-SHA256`],
+    ["a token68 credential after ours", () => `${header(validParams())},Basic dXNlcjpwYXNz`],
+    ["a second credential and no tenant (scheme check first)", () => `${header(without("tenant"))}, Bearer abc`],
   ];
   it.each(cases)("refuses %s", (_name, build) => {
     expect(parseSignatureAuthorization(build())).toEqual({
@@ -215,14 +139,8 @@ describe("parseSignatureAuthorization: MISSING_TENANT", () => {
       "no tenant and otherwise malformed parameters (tenant check first)",
       () => header({ ...without("tenant"), ts: "soon", sig: "x", extra: "1" }),
     ],
-    [
-      "no tenant and a duplicate parameter",
-      () => `${header(without("tenant"))},ts=1`,
-    ],
-    [
-      "a differently named parameter",
-      () => header({ ...without("tenant"), tenants: randomUUID() }),
-    ],
+    ["no tenant and a duplicate parameter", () => `${header(without("tenant"))},ts=1`],
+    ["a differently named parameter", () => header({ ...without("tenant"), tenants: randomUUID() })],
   ];
   it.each(cases)("answers MISSING_TENANT for %s", (_name, build) => {
     expect(parseSignatureAuthorization(build())).toEqual({
@@ -242,38 +160,17 @@ describe("parseSignatureAuthorization: INVALID_SIGNATURE", () => {
         return `${header(params)},tenant=${params.tenant}`;
       },
     ],
-    [
-      "a duplicate that differs only in name case",
-      () => `${header(validParams())},SIG=${SIG}`,
-    ],
+    ["a duplicate that differs only in name case", () => `${header(validParams())},SIG=${SIG}`],
     ["an unknown extra parameter", () => `${header(validParams())},extra=1`],
     ["a parameter with an empty name", () => `${header(validParams())},=x`],
-    [
-      "a bare word among the parameters",
-      () => `${header(validParams())},garbage`,
-    ],
-    [
-      "a bare tenant name (present, empty)",
-      () => header(without("tenant")).replace("ts=", "tenant,ts="),
-    ],
+    ["a bare word among the parameters", () => `${header(validParams())},garbage`],
+    ["a bare tenant name (present, empty)", () => header(without("tenant")).replace("ts=", "tenant,ts=")],
     ["an empty tenant", () => header(withValue("tenant", ""))],
     ["a tenant that is not a UUID", () => header(withValue("tenant", "acme"))],
-    [
-      "a tenant UUID without hyphens",
-      () => header(withValue("tenant", randomUUID().replace(/-/g, ""))),
-    ],
-    [
-      "a tenant UUID in braces",
-      () => header(withValue("tenant", `{${randomUUID()}}`)),
-    ],
-    [
-      "a tenant UUID with an extra digit",
-      () => header(withValue("tenant", `${randomUUID()}0`)),
-    ],
-    [
-      "a tenant UUID with a non-hex digit",
-      () => header(withValue("tenant", `g${randomUUID().slice(1)}`)),
-    ],
+    ["a tenant UUID without hyphens", () => header(withValue("tenant", randomUUID().replace(/-/g, "")))],
+    ["a tenant UUID in braces", () => header(withValue("tenant", `{${randomUUID()}}`))],
+    ["a tenant UUID with an extra digit", () => header(withValue("tenant", `${randomUUID()}0`))],
+    ["a tenant UUID with a non-hex digit", () => header(withValue("tenant", `g${randomUUID().slice(1)}`))],
     ["a missing ts", () => header(without("ts"))],
     ["an empty ts", () => header(withValue("ts", ""))],
     ["a ts in words", () => header(withValue("ts", "now"))],
@@ -287,44 +184,23 @@ describe("parseSignatureAuthorization: INVALID_SIGNATURE", () => {
       "a ts with leading zeros (String(ts) would differ from what was signed)",
       () => header(withValue("ts", "01700000000000")),
     ],
-    [
-      "a ts with an inner space",
-      () => header(withValue("ts", "17000 00000000")),
-    ],
-    [
-      "a ts in non-ASCII digits",
-      () => header(withValue("ts", "١٧٠٠٠٠٠٠٠٠٠٠٠")),
-    ],
+    ["a ts with an inner space", () => header(withValue("ts", "17000 00000000"))],
+    ["a ts in non-ASCII digits", () => header(withValue("ts", "١٧٠٠٠٠٠٠٠٠٠٠٠"))],
     ["a missing nonce", () => header(without("nonce"))],
     ["an empty nonce", () => header(withValue("nonce", ""))],
     ["a 15-character nonce", () => header(withValue("nonce", "a".repeat(15)))],
     ["a 65-character nonce", () => header(withValue("nonce", "a".repeat(65)))],
-    [
-      "a nonce with base64 '+' and '/'",
-      () => header(withValue("nonce", "abcd+efgh/ijklmnop")),
-    ],
-    [
-      "a nonce with padding",
-      () => header(withValue("nonce", "abcdefghijklmnop==")),
-    ],
-    [
-      "a nonce with a dot",
-      () => header(withValue("nonce", "abcdefgh.ijklmnop")),
-    ],
+    ["a nonce with base64 '+' and '/'", () => header(withValue("nonce", "abcd+efgh/ijklmnop"))],
+    ["a nonce with padding", () => header(withValue("nonce", "abcdefghijklmnop=="))],
+    ["a nonce with a dot", () => header(withValue("nonce", "abcdefgh.ijklmnop"))],
     ["a missing kid", () => header(without("kid"))],
     ["an empty kid", () => header(withValue("kid", ""))],
     ["a missing sig", () => header(without("sig"))],
     ["an empty sig", () => header(withValue("sig", ""))],
-    [
-      "an upper-case hex sig",
-      () => header(withValue("sig", SIG.toUpperCase())),
-    ],
+    ["an upper-case hex sig", () => header(withValue("sig", SIG.toUpperCase()))],
     ["a 63-character sig", () => header(withValue("sig", SIG.slice(1)))],
     ["a 65-character sig", () => header(withValue("sig", `${SIG}0`))],
-    [
-      "a sig with a non-hex character",
-      () => header(withValue("sig", `${SIG.slice(1)}g`)),
-    ],
+    ["a sig with a non-hex character", () => header(withValue("sig", `${SIG.slice(1)}g`))],
     ["a quoted value", () => header(withValue("nonce", `"${NONCE}"`))],
   ];
   it.each(cases)("answers INVALID_SIGNATURE for %s", (_name, build) => {
@@ -351,107 +227,90 @@ describe("parseSignatureAuthorization with our signing helper", () => {
       query: canonicalQuery(url.search) ?? "",
       bodySha256: sha256Hex(""),
     });
-    expect(
-      timingSafeEqualHex(hmacSha256Hex(secret, canonical), result.params.sig),
-    ).toBe(true);
-    expect(
-      timingSafeEqualHex(
-        hmacSha256Hex(`${secret}x`, canonical),
-        result.params.sig,
-      ),
-    ).toBe(false);
+    expect(timingSafeEqualHex(hmacSha256Hex(secret, canonical), result.params.sig)).toBe(true);
+    expect(timingSafeEqualHex(hmacSha256Hex(`${secret}x`, canonical), result.params.sig)).toBe(false);
   });
 });
 
-describe.skipIf(!hasReference)(
-  "parseSignatureAuthorization with the conformance reference",
-  () => {
-    async function loadReference(): Promise<Reference> {
-      return (await import(REFERENCE.href)) as Reference;
-    }
+describe.skipIf(!hasReference)("parseSignatureAuthorization with the conformance reference", () => {
+  async function loadReference(): Promise<Reference> {
+    return (await import(REFERENCE.href)) as Reference;
+  }
 
-    it("accepts the reference's signed header and returns its parameters", async () => {
-      const reference = await loadReference();
-      const tenant = randomUUID();
-      const kid = randomUUID();
-      const signed = reference.signRequest({
+  it("accepts the reference's signed header and returns its parameters", async () => {
+    const reference = await loadReference();
+    const tenant = randomUUID();
+    const kid = randomUUID();
+    const signed = reference.signRequest({
+      tenant,
+      kid,
+      secret: "s",
+      method: "GET",
+      url: "https://gw.example/v1/replays",
+    });
+    expect(parseSignatureAuthorization(signed.authorization)).toEqual({
+      ok: true,
+      params: {
         tenant,
+        ts: signed.ts,
+        nonce: signed.nonce,
         kid,
-        secret: "s",
-        method: "GET",
-        url: "https://gw.example/v1/replays",
-      });
-      expect(parseSignatureAuthorization(signed.authorization)).toEqual({
-        ok: true,
-        params: {
-          tenant,
-          ts: signed.ts,
-          nonce: signed.nonce,
-          kid,
-          sig: signed.sig,
-        },
-      });
+        sig: signed.sig,
+      },
     });
+  });
 
-    it("accepts every layout the reference can format (order, spaces)", async () => {
-      const reference = await loadReference();
-      const params = {
-        tenant: randomUUID(),
-        ts: Date.now(),
-        nonce: NONCE,
-        kid: randomUUID(),
-        sig: SIG,
-      };
-      const orders = [
-        ["tenant", "ts", "nonce", "kid", "sig"],
-        ["sig", "kid", "nonce", "ts", "tenant"],
-        ["nonce", "tenant", "sig", "ts", "kid"],
-      ];
-      for (const order of orders) {
-        for (const spaces of [false, true]) {
-          expect(
-            parseSignatureAuthorization(
-              reference.formatSignatureHeader(params, { order, spaces }),
-            ).ok,
-          ).toBe(true);
-        }
+  it("accepts every layout the reference can format (order, spaces)", async () => {
+    const reference = await loadReference();
+    const params = {
+      tenant: randomUUID(),
+      ts: Date.now(),
+      nonce: NONCE,
+      kid: randomUUID(),
+      sig: SIG,
+    };
+    const orders = [
+      ["tenant", "ts", "nonce", "kid", "sig"],
+      ["sig", "kid", "nonce", "ts", "tenant"],
+      ["nonce", "tenant", "sig", "ts", "kid"],
+    ];
+    for (const order of orders) {
+      for (const spaces of [false, true]) {
+        expect(parseSignatureAuthorization(reference.formatSignatureHeader(params, { order, spaces })).ok).toBe(true);
       }
-    });
+    }
+  });
 
-    it("classifies the reference's deliberately wrong headers as the contract says", async () => {
-      const reference = await loadReference();
-      const params = {
-        tenant: randomUUID(),
-        ts: Date.now(),
-        nonce: NONCE,
-        kid: randomUUID(),
-        sig: SIG,
-      };
-      const { tenant: _tenant, ...noTenant } = params;
-      expect(
-        parseSignatureAuthorization(reference.formatSignatureHeader(noTenant)),
-      ).toEqual({ ok: false, code: "MISSING_TENANT" });
-      expect(
-        parseSignatureAuthorization(
-          reference.formatSignatureHeader(params, {
-            scheme: "AWS4-HMAC-SHA256",
-          }),
-        ),
-      ).toEqual({
-        ok: false,
-        code: "UNAUTHENTICATED",
-      });
-      expect(
-        parseSignatureAuthorization(
-          reference.formatSignatureHeader({ ...params, extra: "1" }),
-        ),
-      ).toEqual({
-        ok: false,
-        code: "INVALID_SIGNATURE",
-      });
+  it("classifies the reference's deliberately wrong headers as the contract says", async () => {
+    const reference = await loadReference();
+    const params = {
+      tenant: randomUUID(),
+      ts: Date.now(),
+      nonce: NONCE,
+      kid: randomUUID(),
+      sig: SIG,
+    };
+    const { tenant: _tenant, ...noTenant } = params;
+    expect(parseSignatureAuthorization(reference.formatSignatureHeader(noTenant))).toEqual({
+      ok: false,
+      code: "MISSING_TENANT",
     });
-  },
-);
+    expect(
+      parseSignatureAuthorization(
+        reference.formatSignatureHeader(params, {
+          scheme: "AWS4-HMAC-SHA256",
+        }),
+      ),
+    ).toEqual({
+      ok: false,
+      code: "UNAUTHENTICATED",
+    });
+    expect(parseSignatureAuthorization(reference.formatSignatureHeader({ ...params, extra: "1" }))).toEqual({
+      ok: false,
+      code: "INVALID_SIGNATURE",
+    });
+  });
+});
 
 describe("timingSafeEqualHex", () => {
   const cases: Array<[string, string, string, boolean]> = [

@@ -17,14 +17,9 @@ export type SignatureParams = {
   sig: string;
 };
 
-export type SignatureHeaderCode =
-  | "UNAUTHENTICATED"
-  | "MISSING_TENANT"
-  | "INVALID_SIGNATURE";
+export type SignatureHeaderCode = "UNAUTHENTICATED" | "MISSING_TENANT" | "INVALID_SIGNATURE";
 
-export type SignatureHeaderResult =
-  | { ok: true; params: SignatureParams }
-  | { ok: false; code: SignatureHeaderCode };
+export type SignatureHeaderResult = { ok: true; params: SignatureParams } | { ok: false; code: SignatureHeaderCode };
 
 const PARAM_NAMES = new Set(["tenant", "ts", "nonce", "kid", "sig"]);
 
@@ -59,9 +54,7 @@ const invalidSignature = { ok: false, code: "INVALID_SIGNATURE" } as const;
  * An unknown extra parameter is INVALID_SIGNATURE: it would not be covered by the signature, and
  * accepting it would let a future parameter change meaning under old clients.
  */
-export function parseSignatureAuthorization(
-  header: string | undefined,
-): SignatureHeaderResult {
+export function parseSignatureAuthorization(header: string | undefined): SignatureHeaderResult {
   if (header === undefined) return unauthenticated;
   const text = header.replace(/^[ \t]+|[ \t]+$/g, "");
   const space = text.search(/[ \t]/);
@@ -74,18 +67,13 @@ export function parseSignatureAuthorization(
   for (const raw of space === -1 ? [] : text.slice(space).split(",")) {
     const part = raw.replace(/^[ \t]+|[ \t]+$/g, "");
     if (part === "") continue;
-    if (
-      CREDENTIAL_START.test(part) ||
-      part.toLowerCase() === SIGNING_SCHEME.toLowerCase()
-    ) {
+    if (CREDENTIAL_START.test(part) || part.toLowerCase() === SIGNING_SCHEME.toLowerCase()) {
       return unauthenticated;
     }
     // A bare name counts as present with an empty value: "tenant" alone is a malformed tenant
     // (INVALID_SIGNATURE), not a missing one.
     const eq = part.indexOf("=");
-    const name = (eq === -1 ? part : part.slice(0, eq))
-      .replace(/[ \t]+$/, "")
-      .toLowerCase();
+    const name = (eq === -1 ? part : part.slice(0, eq)).replace(/[ \t]+$/, "").toLowerCase();
     const value = eq === -1 ? "" : part.slice(eq + 1).replace(/^[ \t]+/, "");
     entries.push([name, value]);
   }
@@ -102,13 +90,7 @@ export function parseSignatureAuthorization(
   const nonce = values.get("nonce") ?? "";
   const kid = values.get("kid") ?? "";
   const sig = values.get("sig") ?? "";
-  if (
-    !UUID.test(tenant) ||
-    !TS.test(ts) ||
-    !NONCE.test(nonce) ||
-    !KID.test(kid) ||
-    !SIG.test(sig)
-  ) {
+  if (!UUID.test(tenant) || !TS.test(ts) || !NONCE.test(nonce) || !KID.test(kid) || !SIG.test(sig)) {
     return invalidSignature;
   }
   return { ok: true, params: { tenant, ts: Number(ts), nonce, kid, sig } };

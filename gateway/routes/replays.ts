@@ -12,8 +12,16 @@ import { DomainError } from "../../lib/errors.js";
 import { isoOrNull, parseQuery } from "./json.js";
 import type { Route, RouteCall } from "./route.js";
 
-const qualities: Record<Quality, string | null> = { [Quality.UNSPECIFIED]: null, [Quality.STANDARD]: "standard", [Quality.HD]: "hd" };
-const tiers: Record<StorageTier, string | null> = { [StorageTier.UNSPECIFIED]: null, [StorageTier.HOT]: "hot", [StorageTier.COLD]: "cold" };
+const qualities: Record<Quality, string | null> = {
+  [Quality.UNSPECIFIED]: null,
+  [Quality.STANDARD]: "standard",
+  [Quality.HD]: "hd",
+};
+const tiers: Record<StorageTier, string | null> = {
+  [StorageTier.UNSPECIFIED]: null,
+  [StorageTier.HOT]: "hot",
+  [StorageTier.COLD]: "cold",
+};
 const visibilities: Record<Visibility, string | null> = {
   [Visibility.UNSPECIFIED]: null,
   [Visibility.STAFF]: "staff",

@@ -2,12 +2,12 @@ import type { Client } from "@connectrpc/connect";
 import {
   type PendingSetup,
   type Server,
-  type ServersService,
   ServerState,
   ServerStatus,
+  type ServersService,
 } from "../../gen/replay/servers/v1/servers_pb.js";
 import { isoOrNull, stringField } from "./json.js";
-import { readJsonObject, type Route, type RouteCall } from "./route.js";
+import { type Route, type RouteCall, readJsonObject } from "./route.js";
 
 /** The list entry of decisions.md §4; every documented field is present, unset ones null. */
 export function serverEntry(server: Server) {

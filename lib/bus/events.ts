@@ -1,9 +1,13 @@
-import { create, type DescMessage, fromBinary, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
-import { timestampNow } from "@bufbuild/protobuf/wkt";
 import {
-  KeyRevokedSchema,
-  TenantUpsertedSchema,
-} from "../../gen/replay/events/v1/identity_pb.js";
+  create,
+  type DescMessage,
+  fromBinary,
+  type MessageInitShape,
+  type MessageShape,
+  toBinary,
+} from "@bufbuild/protobuf";
+import { timestampNow } from "@bufbuild/protobuf/wkt";
+import { KeyRevokedSchema, TenantUpsertedSchema } from "../../gen/replay/events/v1/identity_pb.js";
 import {
   AssetDeletedSchema,
   AssetExpiredSchema,

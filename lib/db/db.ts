@@ -84,7 +84,9 @@ export function createPgDb(options: PgOptions): Db {
       // A client held out of the pool has no pool error handler: without this listener a dropped
       // connection would crash the process. Listeners poll as a safety net, so losing the wake-ups
       // until the next start only costs latency.
-      client.on("error", (err) => log.warn({ err: err.message, channel }, "LISTEN connection lost; falling back to polling"));
+      client.on("error", (err) =>
+        log.warn({ err: err.message, channel }, "LISTEN connection lost; falling back to polling"),
+      );
       client.on("notification", handler);
       await client.query(`LISTEN "${assertSchemaName(channel)}"`);
       return async () => {

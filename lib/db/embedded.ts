@@ -61,7 +61,9 @@ function lockDataDir(dataDir: string): () => void {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       const owner = Number(readFileSync(path, "utf8"));
       if (isAlive(owner)) {
-        throw new Error(`the embedded database in ${dataDir} is in use by process ${owner}; stop it or set another DATA_DIR`);
+        throw new Error(
+          `the embedded database in ${dataDir} is in use by process ${owner}; stop it or set another DATA_DIR`,
+        );
       }
       rmSync(path, { force: true });
     }

@@ -31,9 +31,15 @@ describe("migrate", () => {
 
   it("leaves a failing migration neither half-applied nor recorded, and stops there", async () => {
     await using test = await createTestDb("shop");
-    const broken = [migrations[0], { id: "002_broken.sql", sql: "CREATE TABLE shop.half (id int); SELECT 1/0;" }, migrations[1]];
+    const broken = [
+      migrations[0],
+      { id: "002_broken.sql", sql: "CREATE TABLE shop.half (id int); SELECT 1/0;" },
+      migrations[1],
+    ];
     await expect(migrate(test.db, broken as typeof migrations)).rejects.toThrow();
-    const half = await test.db.query("SELECT 1 FROM information_schema.tables WHERE table_schema = 'shop' AND table_name = 'half'");
+    const half = await test.db.query(
+      "SELECT 1 FROM information_schema.tables WHERE table_schema = 'shop' AND table_name = 'half'",
+    );
     expect(half.rowCount).toBe(0);
     const recorded = await test.db.query<{ id: string }>("SELECT id FROM shop.schema_migrations");
     expect(recorded.rows.map((r) => r.id)).toEqual(["001_widgets.sql"]);

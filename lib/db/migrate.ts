@@ -21,7 +21,8 @@ export async function readMigrations(dir: string, prefix = ""): Promise<Migratio
   for (const [index, file] of files.entries()) {
     const match = migrationFile.exec(file);
     if (!match) throw new Error(`migration ${join(dir, file)} is not named NNN_snake_name.sql`);
-    if (Number(match[1]) !== index + 1) throw new Error(`migration ${file} breaks the 001, 002, ... sequence in ${dir}`);
+    if (Number(match[1]) !== index + 1)
+      throw new Error(`migration ${file} breaks the 001, 002, ... sequence in ${dir}`);
     migrations.push({ id: `${prefix}${file}`, sql: await readFile(join(dir, file), "utf8") });
   }
   return migrations;

@@ -37,11 +37,17 @@ export function readTrustedContext(req: HeaderSource): ContextValues {
 }
 
 /** Headers that carry a trusted context on an outgoing RPC. */
-export function trustedHeaders(context: { tenantId?: string; actor?: Actor; requestId?: string }): Record<string, string> {
+export function trustedHeaders(context: {
+  tenantId?: string;
+  actor?: Actor;
+  requestId?: string;
+}): Record<string, string> {
   const headers: Record<string, string> = {};
   if (context.tenantId) headers[contextHeaders.tenant] = context.tenantId;
   if (context.actor) {
-    headers[contextHeaders.actor] = Buffer.from(toBinary(ActorSchema, create(ActorSchema, context.actor))).toString("base64");
+    headers[contextHeaders.actor] = Buffer.from(toBinary(ActorSchema, create(ActorSchema, context.actor))).toString(
+      "base64",
+    );
   }
   if (context.requestId) headers[contextHeaders.requestId] = context.requestId;
   return headers;

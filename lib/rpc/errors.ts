@@ -1,6 +1,6 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { ErrorDetailSchema } from "../../gen/replay/common/v1/common_pb.js";
-import { DomainError, errorCodes, type ErrorCode, type FieldViolation, isErrorCode } from "../errors.js";
+import { DomainError, type ErrorCode, errorCodes, type FieldViolation, isErrorCode } from "../errors.js";
 import { logger } from "../log.js";
 import { kRequestId, kTenant } from "./context.js";
 
@@ -29,7 +29,12 @@ export const errorInterceptor: Interceptor = (next) => async (req) => {
     if (err instanceof DomainError) throw toConnectError(err);
     if (err instanceof ConnectError) throw err;
     log.error(
-      { err, procedure: req.method.name, requestId: req.contextValues.get(kRequestId), tenantId: req.contextValues.get(kTenant) },
+      {
+        err,
+        procedure: req.method.name,
+        requestId: req.contextValues.get(kRequestId),
+        tenantId: req.contextValues.get(kTenant),
+      },
       "rpc handler failed",
     );
     throw new ConnectError("internal error", Code.Internal);

@@ -7,7 +7,10 @@ import { type Health, HealthCheckResponse_ServingStatus as Status } from "../../
  * (each reported with the process's readiness); the empty name is the process as a whole.
  * `isReady` checks the dependencies (database, bus); it must be cheap.
  */
-export function createHealthService(services: readonly string[], isReady: () => Promise<boolean>): ServiceImpl<typeof Health> {
+export function createHealthService(
+  services: readonly string[],
+  isReady: () => Promise<boolean>,
+): ServiceImpl<typeof Health> {
   const known = new Set(["", ...services]);
   const status = async () => ((await isReady().catch(() => false)) ? Status.SERVING : Status.NOT_SERVING);
   return {

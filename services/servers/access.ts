@@ -9,13 +9,17 @@ import { DomainError } from "../../lib/errors.js";
  */
 export function requireManager(actor: Actor | undefined): Actor {
   if (!actor) {
-    throw new DomainError("ACTOR_BINDING_REQUIRED", "this key was minted before member binding; replace it with a key minted by a member");
+    throw new DomainError(
+      "ACTOR_BINDING_REQUIRED",
+      "this key was minted before member binding; replace it with a key minted by a member",
+    );
   }
   if (actor.removed) throw new DomainError("ACTOR_REMOVED", "the member this key belongs to was removed");
   if (actor.role === MemberRole.VIEWER || actor.role === MemberRole.UNSPECIFIED) {
     throw new DomainError("PERMISSION_DENIED", "the member's role cannot manage servers");
   }
-  if (!actor.instanceSettings) throw new DomainError("PERMISSION_DENIED", "the member's instance-settings permission was withdrawn");
+  if (!actor.instanceSettings)
+    throw new DomainError("PERMISSION_DENIED", "the member's instance-settings permission was withdrawn");
   return actor;
 }
 

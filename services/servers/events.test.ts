@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { buildEvent } from "../../lib/bus/events.js";
 import { createTestBus, createTestDb, waitFor } from "../../lib/bus/_testing.js";
+import { buildEvent } from "../../lib/bus/events.js";
 import { outboxMigrations } from "../../lib/bus/outbox.js";
 import { migrate, readMigrations } from "../../lib/db/migrate.js";
 import { sourceFolder } from "../../lib/paths.js";
@@ -12,7 +12,10 @@ import { createServersStore } from "./store.js";
 // in-process) into the real schema (Postgres with DATABASE_URL, else embedded).
 async function setup() {
   const testDb = await createTestDb("servers");
-  await migrate(testDb.db, [...outboxMigrations("servers"), ...(await readMigrations(sourceFolder(import.meta.url, "./migrations")))]);
+  await migrate(testDb.db, [
+    ...outboxMigrations("servers"),
+    ...(await readMigrations(sourceFolder(import.meta.url, "./migrations"))),
+  ]);
   const testBus = await createTestBus();
   const store = createServersStore(testDb.db);
   const stops = await startServersConsumers(store, testBus.bus);
@@ -28,7 +31,9 @@ async function setup() {
 }
 
 async function insertConnected(store: ReturnType<typeof createServersStore>, tenantId: string, serverId: string) {
-  await store.transaction((tx) => store.insertServer(tx, { serverId, tenantId, name: "s", categoryId: null, sourceServerId: null }));
+  await store.transaction((tx) =>
+    store.insertServer(tx, { serverId, tenantId, name: "s", categoryId: null, sourceServerId: null }),
+  );
 }
 
 describe("servers projections", () => {
@@ -36,7 +41,12 @@ describe("servers projections", () => {
     await using ctx = await setup();
     const tenantId = randomUUID();
     const plan = (version: number, serverLimit: number) =>
-      buildEvent("identity.tenant.upserted", { tenantId, serverLimit: BigInt(serverLimit), storageQuotaBytes: 0n, version: BigInt(version) });
+      buildEvent("identity.tenant.upserted", {
+        tenantId,
+        serverLimit: BigInt(serverLimit),
+        storageQuotaBytes: 0n,
+        version: BigInt(version),
+      });
     const v2 = plan(2, 7);
     await ctx.bus.publish(v2.subject, v2.eventId, v2.payload);
     await waitFor("plan v2", async () => (await ctx.store.findTenantPlan(ctx.store.db, tenantId))?.server_limit === 7);
@@ -82,6 +92,9 @@ describe("servers projections", () => {
     const started = buildEvent("replays.recording.started", { tenantId, replayId, serverId });
     const marker = buildEvent("replays.recording.started", { tenantId, replayId: randomUUID(), serverId });
     for (const event of [deleted, started, marker]) await ctx.bus.publish(event.subject, event.eventId, event.payload);
-    await waitFor("the later replay counted", async () => (await ctx.store.findServerById(ctx.store.db, tenantId, serverId))?.replay_count === 1);
+    await waitFor(
+      "the later replay counted",
+      async () => (await ctx.store.findServerById(ctx.store.db, tenantId, serverId))?.replay_count === 1,
+    );
   });
 });

@@ -12,17 +12,29 @@ export async function startServersConsumers(store: ServersStore, bus: Bus): Prom
   const plans = await bus.subscribe("servers_tenant_plans", ["identity.tenant.upserted"], async (msg) => {
     const event = decodeEvent("identity.tenant.upserted", msg.data);
     await handleOnce(store.db, "servers_tenant_plans", event.eventId, (tx) =>
-      store.upsertTenantPlan(tx, { tenantId: event.tenantId, serverLimit: Number(event.serverLimit), version: Number(event.version) }),
+      store.upsertTenantPlan(tx, {
+        tenantId: event.tenantId,
+        serverLimit: Number(event.serverLimit),
+        version: Number(event.version),
+      }),
     );
   });
-  const replays = await bus.subscribe("servers_replays", ["replays.recording.started", "replays.replay.deleted"], async (msg) => {
-    if (msg.subject === "replays.recording.started") {
-      const event = decodeEvent("replays.recording.started", msg.data);
-      await handleOnce(store.db, "servers_replays", event.eventId, (tx) => store.insertReplay(tx, event.replayId, event.serverId));
-    } else {
-      const event = decodeEvent("replays.replay.deleted", msg.data);
-      await handleOnce(store.db, "servers_replays", event.eventId, (tx) => store.updateReplayDeleted(tx, event.replayId, event.serverId));
-    }
-  });
+  const replays = await bus.subscribe(
+    "servers_replays",
+    ["replays.recording.started", "replays.replay.deleted"],
+    async (msg) => {
+      if (msg.subject === "replays.recording.started") {
+        const event = decodeEvent("replays.recording.started", msg.data);
+        await handleOnce(store.db, "servers_replays", event.eventId, (tx) =>
+          store.insertReplay(tx, event.replayId, event.serverId),
+        );
+      } else {
+        const event = decodeEvent("replays.replay.deleted", msg.data);
+        await handleOnce(store.db, "servers_replays", event.eventId, (tx) =>
+          store.updateReplayDeleted(tx, event.replayId, event.serverId),
+        );
+      }
+    },
+  );
   return [plans, replays];
 }

@@ -14,7 +14,8 @@ export function parseName(raw: string, malformed = false): string {
   if (malformed) throw new DomainError("INVALID_NAME", "name must be a string");
   const name = raw.replace(edges, "");
   const length = [...name].length;
-  if (length < 1 || length > 64) throw new DomainError("INVALID_NAME", "name must be 1 to 64 characters after trimming");
+  if (length < 1 || length > 64)
+    throw new DomainError("INVALID_NAME", "name must be 1 to 64 characters after trimming");
   if (control.test(name)) throw new DomainError("INVALID_NAME", "name must not contain control characters");
   return name;
 }

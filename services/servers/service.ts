@@ -4,9 +4,9 @@ import type { RecorderService } from "../../gen/replay/servers/v1/recorder_pb.js
 import {
   type PendingSetup,
   type Server,
-  type ServersService,
   ServerState,
   ServerStatus,
+  type ServersService,
 } from "../../gen/replay/servers/v1/servers_pb.js";
 import { buildEvent } from "../../lib/bus/events.js";
 import { DomainError } from "../../lib/errors.js";
@@ -61,7 +61,11 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
   const planWaitMs = deps.planWaitMs ?? 3000;
 
   /** The target server of a server route, locked in `tx`, with the member checks done. */
-  async function manageableServer(ctx: HandlerContext, rawId: string, tx: Parameters<Parameters<ServersStore["transaction"]>[0]>[0]) {
+  async function manageableServer(
+    ctx: HandlerContext,
+    rawId: string,
+    tx: Parameters<Parameters<ServersStore["transaction"]>[0]>[0],
+  ) {
     const tenantId = requireTenant(ctx);
     const serverId = parseServerId(rawId);
     const actor = requireManager(actorOf(ctx));
@@ -76,7 +80,8 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
   async function waitForPlan(tenantId: string): Promise<void> {
     const deadline = Date.now() + planWaitMs;
     while (!(await store.findTenantPlan(store.db, tenantId))) {
-      if (Date.now() >= deadline) throw new DomainError("SERVICE_UNAVAILABLE", "the tenant's plan is not known yet; retry");
+      if (Date.now() >= deadline)
+        throw new DomainError("SERVICE_UNAVAILABLE", "the tenant's plan is not known yet; retry");
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
   }
@@ -99,7 +104,8 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
       const input = parseSetupInput(req);
       const actor = requireManager(actorOf(ctx));
       const category = input.categoryId === null ? undefined : await store.findCategoryById(tenantId, input.categoryId);
-      if (input.categoryId !== null && !category) throw new DomainError("CATEGORY_NOT_FOUND", `no category ${input.categoryId}`);
+      if (input.categoryId !== null && !category)
+        throw new DomainError("CATEGORY_NOT_FOUND", `no category ${input.categoryId}`);
       let categoryId = input.categoryId;
       if (input.sourceServerId !== null) {
         const source = await store.findServerById(store.db, tenantId, input.sourceServerId);
@@ -114,11 +120,23 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
         const plan = await store.findTenantPlan(tx, tenantId, true);
         const used = await store.countSlotsByTenant(tx, tenantId);
         if (!plan || used >= plan.server_limit) {
-          throw new DomainError("SERVER_LIMIT_REACHED", `the plan's server limit of ${plan?.server_limit ?? 0} is reached`);
+          throw new DomainError(
+            "SERVER_LIMIT_REACHED",
+            `the plan's server limit of ${plan?.server_limit ?? 0} is reached`,
+          );
         }
         const serverId = newId();
-        const inserted = await store.insertServer(tx, { serverId, tenantId, name: input.name, categoryId, sourceServerId: input.sourceServerId });
-        await store.enqueue(tx, buildEvent("servers.server.created", { tenantId, serverId, categoryId: categoryId ?? "" }));
+        const inserted = await store.insertServer(tx, {
+          serverId,
+          tenantId,
+          name: input.name,
+          categoryId,
+          sourceServerId: input.sourceServerId,
+        });
+        await store.enqueue(
+          tx,
+          buildEvent("servers.server.created", { tenantId, serverId, categoryId: categoryId ?? "" }),
+        );
         return inserted;
       });
       return { setup: toPendingMessage(row, canSeeSource(actor)) };
@@ -173,12 +191,17 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
     async createCategory(req, ctx) {
       const tenantId = requireTenant(ctx);
       const row = await store.insertCategory({ categoryId: newId(), tenantId, name: parseName(req.name) });
-      return { category: { categoryId: row.category_id, name: row.name, createdAt: timestampFromDate(row.created_at) } };
+      return {
+        category: { categoryId: row.category_id, name: row.name, createdAt: timestampFromDate(row.created_at) },
+      };
     },
 
     async getSlotUsage(_req, ctx) {
       const tenantId = requireTenant(ctx);
-      const [used, plan] = await Promise.all([store.countSlotsByTenant(store.db, tenantId), store.findTenantPlan(store.db, tenantId)]);
+      const [used, plan] = await Promise.all([
+        store.countSlotsByTenant(store.db, tenantId),
+        store.findTenantPlan(store.db, tenantId),
+      ]);
       return { serversUsed: BigInt(used), serverLimit: BigInt(plan?.server_limit ?? 0) };
     },
   };
@@ -207,7 +230,8 @@ export function createRecorderService(deps: ServersDeps): ServiceImpl<typeof Rec
       await store.transaction(async (tx) => {
         const row = await store.findServerForCheckIn(tx, serverId, true);
         if (!row) throw notFound(serverId);
-        if (row.state === "deauthorised") throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} was deauthorised`);
+        if (row.state === "deauthorised")
+          throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} was deauthorised`);
         if (row.state === "pending") {
           await store.updateServerConnected(tx, serverId, at, req.pluginVersion);
           await store.enqueue(tx, buildEvent("servers.server.connected", { tenantId: row.tenant_id, serverId }));

@@ -14,13 +14,21 @@ export type SetupInput = { name: string; categoryId: string | null; sourceServer
  * A new pending setup's request, checked in the order of decisions.md §4 for 400s: name, then
  * categoryId, then sourceServerId. Empty ids mean "not given".
  */
-export function parseSetupInput(req: { name: string; categoryId: string; sourceServerId: string; malformedFields: readonly string[] }): SetupInput {
+export function parseSetupInput(req: {
+  name: string;
+  categoryId: string;
+  sourceServerId: string;
+  malformedFields: readonly string[];
+}): SetupInput {
   const malformed = new Set(req.malformedFields);
   const name = parseName(req.name, malformed.has("name"));
   if (malformed.has("categoryId") || (req.categoryId !== "" && !isUuid(req.categoryId))) {
     throw new DomainError("INVALID_CATEGORY_ID", "categoryId must be a UUID");
   }
-  const sourceServerId = req.sourceServerId === "" && !malformed.has("sourceServerId") ? null : parseServerId(req.sourceServerId, malformed.has("sourceServerId"));
+  const sourceServerId =
+    req.sourceServerId === "" && !malformed.has("sourceServerId")
+      ? null
+      : parseServerId(req.sourceServerId, malformed.has("sourceServerId"));
   return { name, categoryId: req.categoryId === "" ? null : req.categoryId.toLowerCase(), sourceServerId };
 }
 

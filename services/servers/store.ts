@@ -59,7 +59,12 @@ export function createServersStore(db: Db) {
     },
 
     /** One server of a tenant, locked for the rest of the transaction when `q` is one. */
-    async findServerById(q: Queryable, tenantId: string, serverId: string, lock = false): Promise<ServerRow | undefined> {
+    async findServerById(
+      q: Queryable,
+      tenantId: string,
+      serverId: string,
+      lock = false,
+    ): Promise<ServerRow | undefined> {
       const { rows } = await q.query<ServerRow>(
         `SELECT ${serverColumns} FROM servers.server s
           WHERE s.tenant_id = $1 AND s.server_id = $2 ${lock ? "FOR UPDATE OF s" : ""}`,
@@ -81,7 +86,11 @@ export function createServersStore(db: Db) {
      * The check-in of a connected server, in one statement: the common case of every heartbeat.
      * Returns undefined when the server is not connected (pending, deauthorised or unknown).
      */
-    async updateServerSeen(serverId: string, at: Date, pluginVersion: string): Promise<{ tenant_id: string; last_seen_at: Date } | undefined> {
+    async updateServerSeen(
+      serverId: string,
+      at: Date,
+      pluginVersion: string,
+    ): Promise<{ tenant_id: string; last_seen_at: Date } | undefined> {
       const { rows } = await db.query<{ tenant_id: string; last_seen_at: Date }>(
         `UPDATE servers.server
             SET last_seen_at = $2, plugin_version = COALESCE(NULLIF($3, ''), plugin_version), updated_at = now()
@@ -131,7 +140,13 @@ export function createServersStore(db: Db) {
 
     async insertServer(
       tx: Tx,
-      server: { serverId: string; tenantId: string; name: string; categoryId: string | null; sourceServerId: string | null },
+      server: {
+        serverId: string;
+        tenantId: string;
+        name: string;
+        categoryId: string | null;
+        sourceServerId: string | null;
+      },
     ): Promise<ServerRow> {
       const { rows } = await tx.query<ServerRow>(
         `INSERT INTO servers.server (server_id, tenant_id, name, category_id, state, source_server_id)

@@ -11,7 +11,7 @@ import pg from "pg";
 import { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
 import { trustedHeaders } from "../../lib/rpc/context.js";
 import { provisionTenant } from "../http.js";
-import { startDistributedSystem, startEmbeddedSystem, type System } from "../system.js";
+import { type System, startDistributedSystem, startEmbeddedSystem } from "../system.js";
 import { requirePostgresAndNats } from "./env.js";
 import { type LoadResult, type LoadTarget, runLoad } from "./load.js";
 import { type CpuGroup, findChildPids, listeningPorts, processRssMb } from "./proc.js";

@@ -13,7 +13,7 @@ import {
   CheckInResponseSchema,
   RecorderService,
 } from "../../gen/replay/servers/v1/recorder_pb.js";
-import { ServersService, ServerStatus } from "../../gen/replay/servers/v1/servers_pb.js";
+import { ServerStatus, ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
 import { trustedHeaders } from "../../lib/rpc/context.js";
 import type { CheckInKeys, LoadResult, LoadSpec, LoadTarget } from "./load.js";
 import { cpuDelta, snapshotCpu } from "./proc.js";

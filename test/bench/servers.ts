@@ -10,7 +10,7 @@ import pg from "pg";
 import { ServerStatus } from "../../gen/replay/servers/v1/servers_pb.js";
 import { provisionTenant } from "../http.js";
 import { grpcCheckIn } from "../recorder.js";
-import { startDistributedSystem, type System } from "../system.js";
+import { type System, startDistributedSystem } from "../system.js";
 import { requirePostgresAndNats } from "./env.js";
 import { type CheckInKeys, type LoadResult, type LoadTarget, runLoad } from "./load.js";
 import { type CpuGroup, findChildPids, listProcesses } from "./proc.js";

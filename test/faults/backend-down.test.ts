@@ -1,19 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { provisionTenant, send } from "../http.js";
-import { distributedSkipReason, startDistributedSystem, type System } from "../system.js";
+import { distributedSkipReason, startDistributedSystem } from "../system.js";
+import { useSystem } from "../use-system.js";
 
 // decisions.md §1: a backend service that cannot be reached -> 503 SERVICE_UNAVAILABLE within the
 // request deadline, with no internal detail; operations.md: /readyz reports it, /healthz does not.
 describe.skipIf(distributedSkipReason())("a backend service that is down (distributed mode)", () => {
-  let sys: System;
-  beforeAll(async () => {
-    sys = await startDistributedSystem();
-  }, 90_000);
-  afterAll(async () => {
-    await sys?.stop();
-  });
+  const system = useSystem(() => startDistributedSystem());
 
   it("answers 503 SERVICE_UNAVAILABLE at once, reports not ready, and keeps serving what does not need it", async () => {
+    const sys = system();
     const t = await provisionTenant(sys);
     expect((await send(sys.baseUrl, "GET", "/v1/api/servers", { headers: t.bearer() })).status).toBe(200);
     await sys.kill("servers");
