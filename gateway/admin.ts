@@ -11,7 +11,7 @@ import { isUuid, newId } from "../lib/ids.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
 import { hashApiKey, mintApiKey } from "./auth/api-key.js";
 import type { KeyCache } from "./auth/key-cache.js";
-import { isScope } from "./auth/scopes.js";
+import { parseScopes, type Scope } from "./auth/scopes.js";
 import type { IdentityStore, PlanInput, TenantRow } from "./store.js";
 
 /** A new tenant's plan when replayctl names no value (operations.md `tenant create`). */
@@ -167,13 +167,11 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
 
     async createApiKey(req) {
       const tenantId = requireId(req.tenantId, "tenant");
-      const scopes = [...new Set(req.scopes.map((scope) => scope.trim()))];
-      const unknown = scopes.filter((scope) => !isScope(scope));
-      if (scopes.length === 0 || unknown.length > 0) {
-        throw new DomainError(
-          "INVALID_ARGUMENT",
-          `scopes must be one or more of replays:read, replays:write, servers:read, servers:write, collections:write${unknown.length ? `; unknown: ${unknown.join(", ")}` : ""}`,
-        );
+      let scopes: Scope[];
+      try {
+        scopes = parseScopes(req.scopes.join(","));
+      } catch (err) {
+        throw new DomainError("INVALID_ARGUMENT", (err as Error).message);
       }
       if (!(await store.findTenantById(tenantId))) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
       let memberId: string | null = null;

@@ -11,6 +11,7 @@ import {
   sha256Hex,
   signRequest,
 } from "../lib/signing.js";
+import { expectProblem } from "./expect.js";
 import { ALL_SCOPES, provisionTenant, type Res, type Signer, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { distributedSkipReason, type System, startDistributedSystem } from "./system.js";
@@ -30,22 +31,6 @@ const AUTH_CODES = [
   "NONCE_REUSED",
 ];
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-
-/** Asserts an RFC 9457 problem with this status and code, and returns its body. */
-function expectProblem(res: Res, status: number, code: string, context = ""): any {
-  const got = { status: res.status, code: res.body?.code };
-  expect(got, `${context} -> ${res.status} ${res.text}`).toEqual({ status, code });
-  expect(res.headers.get("content-type") ?? "", context).toMatch(/^application\/problem\+json/);
-  expect(res.body, context).toMatchObject({
-    type: expect.any(String),
-    title: expect.any(String),
-    status,
-    code,
-    detail: expect.any(String),
-  });
-  expect(res.body.instance, context).toBe(res.headers.get("x-request-id"));
-  return res.body;
-}
 
 /** Asserts the request got past authentication (and scope): whatever the route answers, it is not 401 or 403. */
 function expectAuthenticated(res: Res, context = ""): void {

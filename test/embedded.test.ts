@@ -6,27 +6,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signRequest } from "../lib/signing.js";
-import { provisionTenant, type Res, type Signer, send, sendSigned } from "./http.js";
+import { expectProblem } from "./expect.js";
+import { provisionTenant, type Signer, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { type System, startEmbeddedSystem } from "./system.js";
 
 type DevTenant = { tenantId: string; memberId: string; key: string; kid: string; secret: string; signer: Signer };
-
-/** Asserts an RFC 9457 problem with this status and code, and returns its body. */
-function expectProblem(res: Res, status: number, code: string, context = ""): any {
-  const where = `${context} -> ${res.status} ${res.text}`;
-  expect({ status: res.status, code: res.body?.code }, where).toEqual({ status, code });
-  expect(res.headers.get("content-type") ?? "", where).toMatch(/^application\/problem\+json/);
-  expect(res.body, where).toMatchObject({
-    type: expect.any(String),
-    title: expect.any(String),
-    status,
-    code,
-    detail: expect.any(String),
-  });
-  expect(res.body.instance, where).toBe(res.headers.get("x-request-id"));
-  return res.body;
-}
 
 /** The dev tenant block of start.ts, once it is complete in the output. */
 function parseDevTenant(output: string): DevTenant | undefined {

@@ -1,73 +1,12 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { connect } from "nats";
 import { describe, expect, it, onTestFinished } from "vitest";
-import { createPgDb } from "../db/db.js";
-import { createEmbeddedDb, openEmbeddedPostgres } from "../db/embedded.js";
-import type { Db } from "../db/types.js";
 import type { Bus, BusHandler, BusMessage } from "./bus.js";
 import { createMemoryBus } from "./memory.js";
 import { createNatsBus } from "./nats.js";
 
-/**
- * A test database: `db` on the schema it was created for, and `dbFor` for more schemas of the same
- * database (the way the five services share one), so that tests of a file can share one database
- * and still not see each other's tables. Dispose closes every Db it handed out.
- */
-export type TestDb = { db: Db; dbFor(schema: string): Db } & AsyncDisposable;
 /** A bus and, for tests of several processes, more connections to the same broker and namespace. */
 export type TestBus = { bus: Bus; connectPeer(): Promise<Bus> } & AsyncDisposable;
-
-/**
- * A database of its own for one test: with `DATABASE_URL`, a fresh Postgres database created
- * through that URL and dropped on dispose; without it, an in-memory PGlite.
- */
-export async function createTestDb(schema: string): Promise<TestDb> {
-  const url = process.env.DATABASE_URL;
-  if (!url) {
-    const embedded = await openEmbeddedPostgres(undefined);
-    return {
-      db: createEmbeddedDb(embedded, schema),
-      dbFor: (other) => createEmbeddedDb(embedded, other),
-      [Symbol.asyncDispose]: () => embedded.close(),
-    };
-  }
-  const name = `t_${randomBytes(8).toString("hex")}`;
-  // Database statements take no parameters; `name` is generated above, never input.
-  const admin = createPgDb({ url, schema: "public", poolMax: 1, applicationName: "test-admin" });
-  try {
-    await admin.query(`CREATE DATABASE ${name}`);
-  } catch (err) {
-    await admin.close();
-    throw err;
-  }
-  const testUrl = new URL(url);
-  testUrl.pathname = `/${name}`;
-  const opened: Db[] = [];
-  const open = (dbSchema: string): Db => {
-    const db = closeOnce(createPgDb({ url: testUrl.toString(), schema: dbSchema, poolMax: 5 }));
-    opened.push(db);
-    return db;
-  };
-  return {
-    db: open(schema),
-    dbFor: open,
-    async [Symbol.asyncDispose]() {
-      try {
-        await Promise.all(opened.map((db) => db.close()));
-        await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [name]);
-        await admin.query(`DROP DATABASE IF EXISTS ${name}`);
-      } finally {
-        await admin.close();
-      }
-    },
-  };
-}
-
-/** The same Db, whose close() may be called more than once (a pg pool refuses a second end). */
-function closeOnce(db: Db): Db {
-  let closing: Promise<void> | undefined;
-  return { ...db, close: () => (closing ??= db.close()) };
-}
 
 /**
  * A bus of its own for one test: with `NATS_URL`, JetStream under a random namespace whose

@@ -78,7 +78,3 @@ export function buildEvent<S extends EventSubject>(
 export function decodeEvent<S extends EventSubject>(subject: S, data: Uint8Array): EventOf<S> {
   return fromBinary(eventSchemas[subject] as DescMessage, data) as EventOf<S>;
 }
-
-export function isEventSubject(subject: string): subject is EventSubject {
-  return Object.hasOwn(eventSchemas, subject);
-}

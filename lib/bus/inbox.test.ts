@@ -1,8 +1,8 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { createTestDb, type TestDb } from "../db/_testing.js";
 import { migrate } from "../db/migrate.js";
 import type { Db, Queryable } from "../db/types.js";
-import { createTestDb, type TestDb } from "./_testing.js";
 import { handleOnce } from "./inbox.js";
 import { outboxMigrations } from "./outbox.js";
 

@@ -1,8 +1,9 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { createTestDb, type TestDb } from "../db/_testing.js";
 import { migrate } from "../db/migrate.js";
 import type { Db } from "../db/types.js";
-import { createTestBus, createTestDb, recorder, type TestDb, waitFor } from "./_testing.js";
+import { createTestBus, recorder, waitFor } from "./_testing.js";
 import type { Bus } from "./bus.js";
 import { enqueue, outboxMigrations, startOutboxRelay } from "./outbox.js";
 

@@ -2,7 +2,7 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createTestDb } from "../bus/_testing.js";
+import { createTestDb } from "./_testing.js";
 import { migrate, readMigrations } from "./migrate.js";
 
 const migrations = [

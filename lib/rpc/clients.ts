@@ -1,5 +1,4 @@
-import type { DescService } from "@bufbuild/protobuf";
-import { type Client, createClient, type Transport } from "@connectrpc/connect";
+import type { Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 
 /**
@@ -27,9 +26,4 @@ export function createTransportPool(): { transport(baseUrl: string): Transport }
       return transport;
     },
   };
-}
-
-/** A typed client of one service on one transport. */
-export function createServiceClient<T extends DescService>(service: T, transport: Transport): Client<T> {
-  return createClient(service, transport);
 }

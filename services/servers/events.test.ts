@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { createTestBus, createTestDb, waitFor } from "../../lib/bus/_testing.js";
+import { createTestBus, waitFor } from "../../lib/bus/_testing.js";
 import { buildEvent } from "../../lib/bus/events.js";
 import { outboxMigrations } from "../../lib/bus/outbox.js";
+import { createTestDb } from "../../lib/db/_testing.js";
 import { migrate, readMigrations } from "../../lib/db/migrate.js";
 import { sourceFolder } from "../../lib/paths.js";
 import { startServersConsumers } from "./events.js";

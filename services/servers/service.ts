@@ -1,5 +1,6 @@
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { Actor } from "../../gen/replay/common/v1/common_pb.js";
 import type { RecorderService } from "../../gen/replay/servers/v1/recorder_pb.js";
 import {
   type PendingSetup,
@@ -9,6 +10,7 @@ import {
   type ServersService,
 } from "../../gen/replay/servers/v1/servers_pb.js";
 import { buildEvent } from "../../lib/bus/events.js";
+import type { Tx } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
 import { actorOf, requireTenant } from "../../lib/rpc/context.js";
@@ -60,19 +62,29 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
   const { store } = deps;
   const planWaitMs = deps.planWaitMs ?? 3000;
 
-  /** The target server of a server route, locked in `tx`, with the member checks done. */
-  async function manageableServer(
-    ctx: HandlerContext,
-    rawId: string,
-    tx: Parameters<Parameters<ServersStore["transaction"]>[0]>[0],
-  ) {
+  /** What a write to one record needs before its transaction: its tenant, its parsed id, the member. */
+  type Target = { tenantId: string; serverId: string; actor: Actor };
+
+  function target(ctx: HandlerContext, rawId: string): Target {
     const tenantId = requireTenant(ctx);
     const serverId = parseServerId(rawId);
-    const actor = requireManager(actorOf(ctx));
+    return { tenantId, serverId, actor: requireManager(actorOf(ctx)) };
+  }
+
+  /**
+   * The target record, locked in `tx`: it must exist in the kind the route addresses (a connected
+   * or deauthorised server, or a pending setup), else SERVER_NOT_FOUND; then the member must be
+   * allowed to manage it.
+   */
+  async function lockManageable(
+    tx: Tx,
+    { tenantId, serverId, actor }: Target,
+    kind: "server" | "pending",
+  ): Promise<ServerRow> {
     const row = await store.findServerById(tx, tenantId, serverId, true);
-    if (!row || row.state === "pending") throw notFound(serverId);
+    if (!row || (row.state === "pending") !== (kind === "pending")) throw notFound(serverId);
     requireAccess(actor, { serverId, categoryId: row.category_id });
-    return { tenantId, row };
+    return row;
   }
 
   // A tenant created a moment ago may not have reached the plan projection yet; its limit is
@@ -143,47 +155,50 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
     },
 
     async renameServer(req, ctx) {
-      requireTenant(ctx);
-      parseServerId(req.serverId);
+      const tenantId = requireTenant(ctx);
+      const serverId = parseServerId(req.serverId);
+      // decisions.md §4: a malformed name (400) answers before the member checks (403).
       const name = parseName(req.name, req.malformedFields.includes("name"));
+      const to: Target = { tenantId, serverId, actor: requireManager(actorOf(ctx)) };
       const row = await store.transaction(async (tx) => {
-        const { tenantId, row } = await manageableServer(ctx, req.serverId, tx);
-        await store.updateServerName(tx, row.server_id, name);
-        return (await store.findServerById(tx, tenantId, row.server_id)) as ServerRow;
+        await lockManageable(tx, to, "server");
+        await store.updateServerName(tx, serverId, name);
+        return (await store.findServerById(tx, tenantId, serverId)) as ServerRow;
       });
       return { server: toServerMessage(row, deps.now()) };
     },
 
     async deauthoriseServer(req, ctx) {
+      const to = target(ctx, req.serverId);
       await store.transaction(async (tx) => {
-        const { tenantId, row } = await manageableServer(ctx, req.serverId, tx);
+        const row = await lockManageable(tx, to, "server");
         // decisions.md §4: deauthorising a deauthorised server is 204 and changes nothing.
         if (row.state !== "connected") return;
         await store.updateServerDeauthorised(tx, row.server_id);
-        await store.enqueue(tx, buildEvent("servers.server.deauthorised", { tenantId, serverId: row.server_id }));
+        await store.enqueue(
+          tx,
+          buildEvent("servers.server.deauthorised", { tenantId: to.tenantId, serverId: to.serverId }),
+        );
       });
       return {};
     },
 
     async purgeServer(req, ctx) {
+      const to = target(ctx, req.serverId);
       await store.transaction(async (tx) => {
-        const { tenantId, row } = await manageableServer(ctx, req.serverId, tx);
-        await store.deleteServer(tx, row.server_id);
-        await store.enqueue(tx, buildEvent("servers.server.purged", { tenantId, serverId: row.server_id }));
+        await lockManageable(tx, to, "server");
+        await store.deleteServer(tx, to.serverId);
+        await store.enqueue(tx, buildEvent("servers.server.purged", { tenantId: to.tenantId, serverId: to.serverId }));
       });
       return {};
     },
 
     async cancelPendingSetup(req, ctx) {
-      const tenantId = requireTenant(ctx);
-      const serverId = parseServerId(req.serverId);
-      const actor = requireManager(actorOf(ctx));
+      const to = target(ctx, req.serverId);
       await store.transaction(async (tx) => {
-        const row = await store.findServerById(tx, tenantId, serverId, true);
-        if (row?.state !== "pending") throw notFound(serverId);
-        requireAccess(actor, { serverId, categoryId: row.category_id });
-        await store.deleteServer(tx, serverId);
-        await store.enqueue(tx, buildEvent("servers.server.purged", { tenantId, serverId }));
+        await lockManageable(tx, to, "pending");
+        await store.deleteServer(tx, to.serverId);
+        await store.enqueue(tx, buildEvent("servers.server.purged", { tenantId: to.tenantId, serverId: to.serverId }));
       });
       return {};
     },

@@ -7,10 +7,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "nats";
 import { describe, expect, it, onTestFinished } from "vitest";
-import { createTestDb, waitFor } from "../../lib/bus/_testing.js";
+import { waitFor } from "../../lib/bus/_testing.js";
 import { handleOnce } from "../../lib/bus/inbox.js";
 import { createNatsBus } from "../../lib/bus/nats.js";
 import { enqueue, outboxMigrations, startOutboxRelay } from "../../lib/bus/outbox.js";
+import { createTestDb } from "../../lib/db/_testing.js";
 import { migrate } from "../../lib/db/migrate.js";
 
 const natsServerBin = "/usr/sbin/nats-server";
