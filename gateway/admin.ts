@@ -5,14 +5,15 @@ import type { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js
 import type { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
 import type { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
 import { buildEvent } from "../lib/bus/events.js";
-import { enqueue } from "../lib/bus/outbox.js";
+import type { Db } from "../lib/db/types.js";
 import { DomainError } from "../lib/errors.js";
 import { isUuid, newId } from "../lib/ids.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
 import { hashApiKey, mintApiKey } from "./auth/api-key.js";
 import type { KeyCache } from "./auth/key-cache.js";
 import { parseScopes, type Scope } from "./auth/scopes.js";
-import type { IdentityStore, PlanInput, TenantRow } from "./store.js";
+import type { PlanInput, TenantRow } from "./store.js";
+import * as store from "./store.js";
 
 /** A new tenant's plan when replayctl names no value (operations.md `tenant create`). */
 export const defaultPlan: PlanInput = {
@@ -24,7 +25,7 @@ export const defaultPlan: PlanInput = {
 };
 
 export type AdminDeps = {
-  store: IdentityStore;
+  db: Db;
   keyCache: KeyCache;
   servers: Client<typeof ServersService>;
   replays: Client<typeof ReplaysService>;
@@ -65,8 +66,7 @@ function tenantUpserted(tenant: TenantRow) {
  * transaction that made them.
  */
 export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof IdentityAdminService> {
-  const { store } = deps;
-  const schema = store.db.schema;
+  const { db } = deps;
   return {
     async createTenant(req) {
       const plan: PlanInput = {
@@ -76,9 +76,9 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
         rateLimitRps: planField(req.rateLimitRps, "rate limit rps", 1) ?? defaultPlan.rateLimitRps,
         rateLimitBurst: planField(req.rateLimitBurst, "rate limit burst", 1) ?? defaultPlan.rateLimitBurst,
       };
-      const tenant = await store.db.transaction(async (tx) => {
+      const tenant = await db.transaction(async (tx) => {
         const row = await store.insertTenant(tx, newId(), plan);
-        await enqueue(tx, schema, tenantUpserted(row));
+        await store.enqueueEvent(tx, tenantUpserted(row));
         return row;
       });
       return { tenantId: tenant.tenant_id };
@@ -93,17 +93,17 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
         rateLimitRps: planField(req.rateLimitRps, "rate limit rps", 1),
         rateLimitBurst: planField(req.rateLimitBurst, "rate limit burst", 1),
       };
-      await store.db.transaction(async (tx) => {
+      await db.transaction(async (tx) => {
         const row = await store.updateTenantPlan(tx, tenantId, plan);
         if (!row) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
-        await enqueue(tx, schema, tenantUpserted(row));
+        await store.enqueueEvent(tx, tenantUpserted(row));
       });
       return { tenantId };
     },
 
     async getTenant(req) {
       const tenantId = requireId(req.tenantId, "tenant");
-      const tenant = await store.findTenantById(tenantId);
+      const tenant = await store.findTenantById(db, tenantId);
       if (!tenant) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
       const headers = trustedHeaders({ tenantId });
       const [slots, storage] = await Promise.all([
@@ -128,9 +128,10 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       const tenantId = requireId(req.tenantId, "tenant");
       const role = roleNames[req.role];
       if (!role) throw new DomainError("INVALID_ARGUMENT", "role must be owner, admin, member or viewer");
-      if (!(await store.findTenantById(tenantId))) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
+      if (!(await store.findTenantById(db, tenantId)))
+        throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
       const memberId = newId();
-      await store.insertMember(memberId, tenantId, role, req.instanceSettings ?? true);
+      await store.insertMember(db, memberId, tenantId, role, req.instanceSettings ?? true);
       return { memberId };
     },
 
@@ -138,7 +139,7 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       const memberId = requireId(req.memberId, "member");
       const role = req.role === MemberRole.UNSPECIFIED ? undefined : roleNames[req.role];
       if (req.role !== MemberRole.UNSPECIFIED && !role) throw new DomainError("INVALID_ARGUMENT", "unknown role");
-      if (!(await store.updateMember(memberId, role, req.instanceSettings))) {
+      if (!(await store.updateMember(db, memberId, role, req.instanceSettings))) {
         throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId}`);
       }
       return { memberId };
@@ -146,7 +147,7 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
 
     async removeMember(req) {
       const memberId = requireId(req.memberId, "member");
-      if (!(await store.updateMemberRemoved(memberId)))
+      if (!(await store.updateMemberRemoved(db, memberId)))
         throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId}`);
       return { memberId };
     },
@@ -159,9 +160,9 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       const grant = req.categoryId
         ? { categoryId: requireId(req.categoryId, "category") }
         : { serverId: requireId(req.serverId, "server") };
-      if (!(await store.findMemberById(store.db, memberId)))
+      if (!(await store.findMemberById(db, memberId)))
         throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId}`);
-      await store.insertMemberGrant(memberId, grant);
+      await store.insertMemberGrant(db, memberId, grant);
       return { memberId };
     },
 
@@ -173,11 +174,12 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       } catch (err) {
         throw new DomainError("INVALID_ARGUMENT", (err as Error).message);
       }
-      if (!(await store.findTenantById(tenantId))) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
+      if (!(await store.findTenantById(db, tenantId)))
+        throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
       let memberId: string | null = null;
       if (req.memberId !== "") {
         memberId = requireId(req.memberId, "member");
-        const member = await store.findMemberById(store.db, memberId);
+        const member = await store.findMemberById(db, memberId);
         if (!member || member.tenant_id !== tenantId)
           throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId} in tenant ${tenantId}`);
         if (member.removed)
@@ -185,18 +187,17 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       }
       const key = mintApiKey();
       const keyId = newId();
-      await store.insertApiKey({ keyId, tenantId, memberId, keyHash: hashApiKey(key), scopes });
+      await store.insertApiKey(db, { keyId, tenantId, memberId, keyHash: hashApiKey(key), scopes });
       return { keyId, key };
     },
 
     async revokeApiKey(req) {
       const keyId = requireId(req.keyId, "key id");
-      const revoked = await store.db.transaction(async (tx) => {
+      const revoked = await db.transaction(async (tx) => {
         const row = await store.updateApiKeyRevoked(tx, keyId);
         if (!row) throw new DomainError("KEY_NOT_FOUND", `no key ${keyId}`);
-        await enqueue(
+        await store.enqueueEvent(
           tx,
-          schema,
           buildEvent("identity.key.revoked", { tenantId: row.tenant_id, keyId, keyHash: row.key_hash }),
         );
         return row;
@@ -208,10 +209,11 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
 
     async createSigningKey(req) {
       const tenantId = requireId(req.tenantId, "tenant");
-      if (!(await store.findTenantById(tenantId))) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
+      if (!(await store.findTenantById(db, tenantId)))
+        throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
       const kid = `kid_${randomBytes(12).toString("hex")}`;
       const secret = `sks_${randomBytes(32).toString("base64url")}`;
-      await store.insertSigningKey(kid, tenantId, secret);
+      await store.insertSigningKey(db, kid, tenantId, secret);
       return { kid, secret };
     },
   };

@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { type Actor, MemberRole } from "../gen/replay/common/v1/common_pb.js";
+import type { Queryable } from "../lib/db/types.js";
 import { DomainError } from "../lib/errors.js";
 import { logger } from "../lib/log.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
@@ -8,7 +9,7 @@ import { type Problem, toProblem } from "./problem.js";
 import { type RateLimiter, rateLimitHeaders } from "./rate-limit.js";
 import { isContextOverrideHeader, requestIdFrom } from "./request-id.js";
 import type { Route, RouteCall } from "./routes/route.js";
-import type { IdentityStore, MemberRow } from "./store.js";
+import { findMemberById, type MemberRow } from "./store.js";
 
 const log = logger("gateway:http");
 
@@ -20,7 +21,8 @@ export type GatewayDeps = {
   routes: readonly Route[];
   authenticator: Authenticator;
   rateLimiter: RateLimiter;
-  store: IdentityStore;
+  /** The identity database, for the member a management key is bound to. */
+  db: Queryable;
   /** True when every dependency answers (GET /readyz). */
   isReady: () => Promise<boolean>;
   now: () => number;
@@ -185,8 +187,7 @@ async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply
       body: req.body as Buffer | undefined,
     });
   }
-  const actor =
-    route.actor && memberId ? toActor(await deps.store.findMemberById(deps.store.db, memberId), memberId) : undefined;
+  const actor = route.actor && memberId ? toActor(await findMemberById(deps.db, memberId), memberId) : undefined;
   req.routeCall = {
     tenantId,
     actor,

@@ -25,7 +25,7 @@ import { createKeyCache } from "./auth/key-cache.js";
 import { forwardService } from "./forward.js";
 import { createRateLimiter } from "./rate-limit.js";
 import { publicRoutes } from "./routes/table.js";
-import { createIdentityStore } from "./store.js";
+import { countTenants, deleteNoncesExpired } from "./store.js";
 
 const log = logger("gateway:main");
 
@@ -55,8 +55,7 @@ export async function start(platform: Platform, options: GatewayOptions): Promis
     ...(await readMigrations(sourceFolder(import.meta.url, "./migrations"))),
   ]);
   const relay = startOutboxRelay({ db, bus: platform.bus });
-  const store = createIdentityStore(db);
-  const fresh = (await store.countTenants()) === 0;
+  const fresh = (await countTenants(db)) === 0;
   const keyCache = createKeyCache();
   const now = () => Date.now();
 
@@ -73,7 +72,7 @@ export async function start(platform: Platform, options: GatewayOptions): Promis
     keyCache.evict(decodeEvent("identity.key.revoked", msg.data).keyHash);
   });
   const sweep = setInterval(() => {
-    store.deleteNoncesExpired(new Date()).catch((err) => log.warn({ err }, "nonce sweep failed"));
+    deleteNoncesExpired(db, new Date()).catch((err) => log.warn({ err }, "nonce sweep failed"));
   }, NONCE_SWEEP_MS);
   sweep.unref();
 
@@ -93,9 +92,9 @@ export async function start(platform: Platform, options: GatewayOptions): Promis
 
   const app = buildApp({
     routes: publicRoutes({ servers, replays }),
-    authenticator: createAuthenticator({ store, keyCache, now }),
+    authenticator: createAuthenticator({ db, keyCache, now }),
     rateLimiter: createRateLimiter({ replicas: options.replicas }),
-    store,
+    db,
     isReady,
     now,
   });
@@ -107,7 +106,7 @@ export async function start(platform: Platform, options: GatewayOptions): Promis
     port: options.internalPort,
     host: options.host,
     routes(router) {
-      router.service(IdentityAdminService, createIdentityAdminService({ store, keyCache, servers, replays }));
+      router.service(IdentityAdminService, createIdentityAdminService({ db, keyCache, servers, replays }));
       router.service(ServersService, forwardService(ServersService, servers));
       router.service(
         RecorderService,

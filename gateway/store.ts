@@ -1,4 +1,6 @@
-import type { Db, Queryable, Tx } from "../lib/db/types.js";
+import type { OutgoingEvent } from "../lib/bus/events.js";
+import { enqueue } from "../lib/bus/outbox.js";
+import type { Queryable, Tx } from "../lib/db/types.js";
 
 /** The tenant's plan, as the gateway enforces it and the identity events publish it. */
 export type TenantRow = {
@@ -39,163 +41,187 @@ export type PlanInput = {
   rateLimitBurst: number;
 };
 
-/** SQL for the `identity` schema, and nothing else. */
-export function createIdentityStore(db: Db) {
-  return {
-    db,
+// SQL for the `identity` schema, and nothing else. Every function runs on the connection it is given.
 
-    async findApiKeyIdentityByHash(keyHash: string): Promise<ApiKeyIdentityRow | undefined> {
-      const { rows } = await db.query<ApiKeyIdentityRow>(
-        `SELECT k.key_id, k.tenant_id, k.member_id, k.scopes, t.rate_limit_rps, t.rate_limit_burst
-           FROM identity.api_key k JOIN identity.tenant t USING (tenant_id)
-          WHERE k.key_hash = $1 AND k.revoked_at IS NULL`,
-        [keyHash],
-      );
-      return rows[0];
-    },
-
-    async findSigningKeyByKid(kid: string): Promise<{ tenant_id: string; secret: string } | undefined> {
-      const { rows } = await db.query<{ tenant_id: string; secret: string }>(
-        "SELECT tenant_id, secret FROM identity.signing_key WHERE kid = $1 AND revoked_at IS NULL",
-        [kid],
-      );
-      return rows[0];
-    },
-
-    /** Records a nonce's first use; false when the kid already used it within the window. */
-    async insertNonce(kid: string, nonce: string, expiresAt: Date): Promise<boolean> {
-      const { rowCount } = await db.query(
-        "INSERT INTO identity.nonce (kid, nonce, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-        [kid, nonce, expiresAt],
-      );
-      return rowCount === 1;
-    },
-
-    async deleteNoncesExpired(now: Date): Promise<number> {
-      const { rowCount } = await db.query("DELETE FROM identity.nonce WHERE expires_at < $1", [now]);
-      return rowCount;
-    },
-
-    /** The member's state right now, with its grants: read on every request that needs it, never cached. */
-    async findMemberById(q: Queryable, memberId: string): Promise<MemberRow | undefined> {
-      const { rows } = await q.query<MemberRow>(
-        `SELECT m.member_id, m.tenant_id, m.role, m.instance_settings, m.removed_at IS NOT NULL AS removed,
-                COALESCE(array_agg(g.category_id::text) FILTER (WHERE g.category_id IS NOT NULL), '{}') AS granted_category_ids,
-                COALESCE(array_agg(g.server_id::text) FILTER (WHERE g.server_id IS NOT NULL), '{}') AS granted_server_ids
-           FROM identity.member m LEFT JOIN identity.member_grant g USING (member_id)
-          WHERE m.member_id = $1
-          GROUP BY m.member_id`,
-        [memberId],
-      );
-      return rows[0];
-    },
-
-    async insertTenant(tx: Tx, tenantId: string, plan: PlanInput): Promise<TenantRow> {
-      const { rows } = await tx.query<TenantRow>(
-        `INSERT INTO identity.tenant (tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         RETURNING tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst, version`,
-        [tenantId, plan.name, plan.serverLimit, plan.storageQuotaBytes, plan.rateLimitRps, plan.rateLimitBurst],
-      );
-      return rows[0] as TenantRow;
-    },
-
-    async updateTenantPlan(tx: Tx, tenantId: string, plan: Partial<PlanInput>): Promise<TenantRow | undefined> {
-      const { rows } = await tx.query<TenantRow>(
-        `UPDATE identity.tenant
-            SET name = COALESCE($2, name),
-                server_limit = COALESCE($3, server_limit),
-                storage_quota_bytes = COALESCE($4, storage_quota_bytes),
-                rate_limit_rps = COALESCE($5, rate_limit_rps),
-                rate_limit_burst = COALESCE($6, rate_limit_burst),
-                version = version + 1,
-                updated_at = now()
-          WHERE tenant_id = $1
-         RETURNING tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst, version`,
-        [tenantId, plan.name, plan.serverLimit, plan.storageQuotaBytes, plan.rateLimitRps, plan.rateLimitBurst],
-      );
-      return rows[0];
-    },
-
-    async findTenantById(tenantId: string): Promise<TenantRow | undefined> {
-      const { rows } = await db.query<TenantRow>(
-        `SELECT tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst, version
-           FROM identity.tenant WHERE tenant_id = $1`,
-        [tenantId],
-      );
-      return rows[0];
-    },
-
-    async countTenants(): Promise<number> {
-      const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM identity.tenant");
-      return rows[0]?.n ?? 0;
-    },
-
-    async insertMember(memberId: string, tenantId: string, role: string, instanceSettings: boolean): Promise<void> {
-      await db.query(
-        "INSERT INTO identity.member (member_id, tenant_id, role, instance_settings) VALUES ($1, $2, $3, $4)",
-        [memberId, tenantId, role, instanceSettings],
-      );
-    },
-
-    async updateMember(
-      memberId: string,
-      role: string | undefined,
-      instanceSettings: boolean | undefined,
-    ): Promise<boolean> {
-      const { rowCount } = await db.query(
-        `UPDATE identity.member SET role = COALESCE($2, role), instance_settings = COALESCE($3, instance_settings)
-          WHERE member_id = $1`,
-        [memberId, role ?? null, instanceSettings ?? null],
-      );
-      return rowCount === 1;
-    },
-
-    async updateMemberRemoved(memberId: string): Promise<boolean> {
-      const { rowCount } = await db.query(
-        "UPDATE identity.member SET removed_at = COALESCE(removed_at, now()) WHERE member_id = $1",
-        [memberId],
-      );
-      return rowCount === 1;
-    },
-
-    async insertMemberGrant(memberId: string, grant: { categoryId?: string; serverId?: string }): Promise<void> {
-      await db.query(
-        "INSERT INTO identity.member_grant (member_id, category_id, server_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-        [memberId, grant.categoryId ?? null, grant.serverId ?? null],
-      );
-    },
-
-    async insertApiKey(key: {
-      keyId: string;
-      tenantId: string;
-      memberId: string | null;
-      keyHash: string;
-      scopes: string[];
-    }): Promise<void> {
-      await db.query(
-        "INSERT INTO identity.api_key (key_id, tenant_id, member_id, key_hash, scopes) VALUES ($1, $2, $3, $4, $5)",
-        [key.keyId, key.tenantId, key.memberId, key.keyHash, key.scopes],
-      );
-    },
-
-    async updateApiKeyRevoked(tx: Tx, keyId: string): Promise<{ tenant_id: string; key_hash: string } | undefined> {
-      const { rows } = await tx.query<{ tenant_id: string; key_hash: string }>(
-        `UPDATE identity.api_key SET revoked_at = COALESCE(revoked_at, now()) WHERE key_id = $1
-         RETURNING tenant_id, key_hash`,
-        [keyId],
-      );
-      return rows[0];
-    },
-
-    async insertSigningKey(kid: string, tenantId: string, secret: string): Promise<void> {
-      await db.query("INSERT INTO identity.signing_key (kid, tenant_id, secret) VALUES ($1, $2, $3)", [
-        kid,
-        tenantId,
-        secret,
-      ]);
-    },
-  };
+/** Records an event in this schema's outbox, in the caller's transaction. */
+export function enqueueEvent(tx: Tx, event: OutgoingEvent): Promise<void> {
+  return enqueue(tx, "identity", event);
 }
 
-export type IdentityStore = ReturnType<typeof createIdentityStore>;
+export async function findApiKeyIdentityByHash(q: Queryable, keyHash: string): Promise<ApiKeyIdentityRow | undefined> {
+  const { rows } = await q.query<ApiKeyIdentityRow>(
+    `SELECT k.key_id, k.tenant_id, k.member_id, k.scopes, t.rate_limit_rps, t.rate_limit_burst
+       FROM identity.api_key k JOIN identity.tenant t USING (tenant_id)
+      WHERE k.key_hash = $1 AND k.revoked_at IS NULL`,
+    [keyHash],
+  );
+  return rows[0];
+}
+
+export async function findSigningKeyByKid(
+  q: Queryable,
+  kid: string,
+): Promise<{ tenant_id: string; secret: string } | undefined> {
+  const { rows } = await q.query<{ tenant_id: string; secret: string }>(
+    "SELECT tenant_id, secret FROM identity.signing_key WHERE kid = $1 AND revoked_at IS NULL",
+    [kid],
+  );
+  return rows[0];
+}
+
+/** Records a nonce's first use; false when the kid already used it within the window. */
+export async function insertNonce(q: Queryable, kid: string, nonce: string, expiresAt: Date): Promise<boolean> {
+  const { rowCount } = await q.query(
+    "INSERT INTO identity.nonce (kid, nonce, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+    [kid, nonce, expiresAt],
+  );
+  return rowCount === 1;
+}
+
+export async function deleteNoncesExpired(q: Queryable, now: Date): Promise<number> {
+  const { rowCount } = await q.query("DELETE FROM identity.nonce WHERE expires_at < $1", [now]);
+  return rowCount;
+}
+
+/** The member's state right now, with its grants: read on every request that needs it, never cached. */
+export async function findMemberById(q: Queryable, memberId: string): Promise<MemberRow | undefined> {
+  const { rows } = await q.query<MemberRow>(
+    `SELECT m.member_id, m.tenant_id, m.role, m.instance_settings, m.removed_at IS NOT NULL AS removed,
+            COALESCE(array_agg(g.category_id::text) FILTER (WHERE g.category_id IS NOT NULL), '{}') AS granted_category_ids,
+            COALESCE(array_agg(g.server_id::text) FILTER (WHERE g.server_id IS NOT NULL), '{}') AS granted_server_ids
+       FROM identity.member m LEFT JOIN identity.member_grant g USING (member_id)
+      WHERE m.member_id = $1
+      GROUP BY m.member_id`,
+    [memberId],
+  );
+  return rows[0];
+}
+
+export async function insertTenant(tx: Tx, tenantId: string, plan: PlanInput): Promise<TenantRow> {
+  const { rows } = await tx.query<TenantRow>(
+    `INSERT INTO identity.tenant (tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst)
+     VALUES ($1, $2, $3, $4, $5, $6)
+     RETURNING tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst, version`,
+    [tenantId, plan.name, plan.serverLimit, plan.storageQuotaBytes, plan.rateLimitRps, plan.rateLimitBurst],
+  );
+  return rows[0] as TenantRow;
+}
+
+export async function updateTenantPlan(
+  tx: Tx,
+  tenantId: string,
+  plan: Partial<PlanInput>,
+): Promise<TenantRow | undefined> {
+  const { rows } = await tx.query<TenantRow>(
+    `UPDATE identity.tenant
+        SET name = COALESCE($2, name),
+            server_limit = COALESCE($3, server_limit),
+            storage_quota_bytes = COALESCE($4, storage_quota_bytes),
+            rate_limit_rps = COALESCE($5, rate_limit_rps),
+            rate_limit_burst = COALESCE($6, rate_limit_burst),
+            version = version + 1,
+            updated_at = now()
+      WHERE tenant_id = $1
+     RETURNING tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst, version`,
+    [tenantId, plan.name, plan.serverLimit, plan.storageQuotaBytes, plan.rateLimitRps, plan.rateLimitBurst],
+  );
+  return rows[0];
+}
+
+export async function findTenantById(q: Queryable, tenantId: string): Promise<TenantRow | undefined> {
+  const { rows } = await q.query<TenantRow>(
+    `SELECT tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst, version
+       FROM identity.tenant WHERE tenant_id = $1`,
+    [tenantId],
+  );
+  return rows[0];
+}
+
+export async function countTenants(q: Queryable): Promise<number> {
+  const { rows } = await q.query<{ n: number }>("SELECT count(*)::int AS n FROM identity.tenant");
+  return rows[0]?.n ?? 0;
+}
+
+export async function insertMember(
+  q: Queryable,
+  memberId: string,
+  tenantId: string,
+  role: string,
+  instanceSettings: boolean,
+): Promise<void> {
+  await q.query("INSERT INTO identity.member (member_id, tenant_id, role, instance_settings) VALUES ($1, $2, $3, $4)", [
+    memberId,
+    tenantId,
+    role,
+    instanceSettings,
+  ]);
+}
+
+export async function updateMember(
+  q: Queryable,
+  memberId: string,
+  role: string | undefined,
+  instanceSettings: boolean | undefined,
+): Promise<boolean> {
+  const { rowCount } = await q.query(
+    `UPDATE identity.member SET role = COALESCE($2, role), instance_settings = COALESCE($3, instance_settings)
+      WHERE member_id = $1`,
+    [memberId, role ?? null, instanceSettings ?? null],
+  );
+  return rowCount === 1;
+}
+
+export async function updateMemberRemoved(q: Queryable, memberId: string): Promise<boolean> {
+  const { rowCount } = await q.query(
+    "UPDATE identity.member SET removed_at = COALESCE(removed_at, now()) WHERE member_id = $1",
+    [memberId],
+  );
+  return rowCount === 1;
+}
+
+export async function insertMemberGrant(
+  q: Queryable,
+  memberId: string,
+  grant: { categoryId?: string; serverId?: string },
+): Promise<void> {
+  await q.query(
+    "INSERT INTO identity.member_grant (member_id, category_id, server_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+    [memberId, grant.categoryId ?? null, grant.serverId ?? null],
+  );
+}
+
+export async function insertApiKey(
+  q: Queryable,
+  key: {
+    keyId: string;
+    tenantId: string;
+    memberId: string | null;
+    keyHash: string;
+    scopes: string[];
+  },
+): Promise<void> {
+  await q.query(
+    "INSERT INTO identity.api_key (key_id, tenant_id, member_id, key_hash, scopes) VALUES ($1, $2, $3, $4, $5)",
+    [key.keyId, key.tenantId, key.memberId, key.keyHash, key.scopes],
+  );
+}
+
+export async function updateApiKeyRevoked(
+  tx: Tx,
+  keyId: string,
+): Promise<{ tenant_id: string; key_hash: string } | undefined> {
+  const { rows } = await tx.query<{ tenant_id: string; key_hash: string }>(
+    `UPDATE identity.api_key SET revoked_at = COALESCE(revoked_at, now()) WHERE key_id = $1
+     RETURNING tenant_id, key_hash`,
+    [keyId],
+  );
+  return rows[0];
+}
+
+export async function insertSigningKey(q: Queryable, kid: string, tenantId: string, secret: string): Promise<void> {
+  await q.query("INSERT INTO identity.signing_key (kid, tenant_id, secret) VALUES ($1, $2, $3)", [
+    kid,
+    tenantId,
+    secret,
+  ]);
+}

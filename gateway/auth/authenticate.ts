@@ -1,6 +1,8 @@
+import type { Queryable } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { canonicalQuery, canonicalString, hmacSha256Hex, sha256Hex } from "../../lib/signing.js";
-import type { ApiKeyIdentityRow, IdentityStore } from "../store.js";
+import type { ApiKeyIdentityRow } from "../store.js";
+import * as store from "../store.js";
 import { hashApiKey, isWellFormedApiKey, parseBearerAuthorization } from "./api-key.js";
 import type { KeyCache } from "./key-cache.js";
 import { parseSignatureAuthorization, timingSafeEqualHex } from "./signature-header.js";
@@ -23,12 +25,8 @@ export type Authenticator = {
   signature(req: SignedRequest): Promise<string>;
 };
 
-export function createAuthenticator(deps: {
-  store: IdentityStore;
-  keyCache: KeyCache;
-  now: () => number;
-}): Authenticator {
-  const { store, keyCache, now } = deps;
+export function createAuthenticator(deps: { db: Queryable; keyCache: KeyCache; now: () => number }): Authenticator {
+  const { db, keyCache, now } = deps;
   return {
     async apiKey(authorization) {
       const bearer = parseBearerAuthorization(authorization);
@@ -38,7 +36,7 @@ export function createAuthenticator(deps: {
       const keyHash = hashApiKey(bearer.token);
       const cached = keyCache.get(keyHash, now());
       if (cached) return cached;
-      const identity = await store.findApiKeyIdentityByHash(keyHash);
+      const identity = await store.findApiKeyIdentityByHash(db, keyHash);
       if (!identity) throw new DomainError("INVALID_API_KEY", "the API key is not valid");
       keyCache.set(keyHash, identity, now());
       return identity;
@@ -58,7 +56,7 @@ export function createAuthenticator(deps: {
       }
       const { tenant, ts, nonce, kid, sig } = parsed.params;
       const tenantId = tenant.toLowerCase();
-      const key = await store.findSigningKeyByKid(kid);
+      const key = await store.findSigningKeyByKid(db, kid);
       const query = canonicalQuery(req.rawQuery);
       const invalid = () => new DomainError("INVALID_SIGNATURE", "the signature does not match the request");
       if (!key || key.tenant_id !== tenantId || query === undefined) throw invalid();
@@ -81,7 +79,7 @@ export function createAuthenticator(deps: {
         throw new DomainError("REQUEST_EXPIRED", "ts is more than 300 seconds from the server's time");
       }
       // Remembered until the request's own window closes; after that it is REQUEST_EXPIRED anyway.
-      const fresh = await store.insertNonce(kid, nonce, new Date(ts + SIGNATURE_WINDOW_MS + 1000));
+      const fresh = await store.insertNonce(db, kid, nonce, new Date(ts + SIGNATURE_WINDOW_MS + 1000));
       if (!fresh) throw new DomainError("NONCE_REUSED", "this nonce was already used with this key");
       return tenantId;
     },

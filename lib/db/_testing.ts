@@ -16,14 +16,7 @@ export type TestDb = { db: Db; dbFor(schema: string): Db } & AsyncDisposable;
  */
 export async function createTestDb(schema: string): Promise<TestDb> {
   const url = process.env.DATABASE_URL;
-  if (!url) {
-    const embedded = await openEmbeddedPostgres(undefined);
-    return {
-      db: createEmbeddedDb(embedded, schema),
-      dbFor: (other) => createEmbeddedDb(embedded, other),
-      [Symbol.asyncDispose]: () => embedded.close(),
-    };
-  }
+  if (!url) return createEmbeddedTestDb(schema);
   const name = `t_${randomBytes(8).toString("hex")}`;
   // Database statements take no parameters; `name` is generated above, never input.
   const admin = createPgDb({ url, schema: "public", poolMax: 1, applicationName: "test-admin" });
@@ -53,5 +46,27 @@ export async function createTestDb(schema: string): Promise<TestDb> {
         await admin.close();
       }
     },
+  };
+}
+
+/** A database mode a test can run in: the embedded one always, real Postgres when DATABASE_URL is set. */
+export type TestDbMode = { name: "embedded" | "postgres"; open(schema: string): Promise<TestDb> };
+
+/**
+ * Both database modes where both can run, so that a test of a transactional rule proves it on the
+ * single-connection embedded database and on a real pool alike.
+ */
+export function testDbModes(): TestDbMode[] {
+  const modes: TestDbMode[] = [{ name: "embedded", open: createEmbeddedTestDb }];
+  if (process.env.DATABASE_URL) modes.push({ name: "postgres", open: createTestDb });
+  return modes;
+}
+
+async function createEmbeddedTestDb(schema: string): Promise<TestDb> {
+  const embedded = await openEmbeddedPostgres(undefined);
+  return {
+    db: createEmbeddedDb(embedded, schema),
+    dbFor: (other) => createEmbeddedDb(embedded, other),
+    [Symbol.asyncDispose]: () => embedded.close(),
   };
 }

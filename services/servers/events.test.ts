@@ -5,9 +5,10 @@ import { buildEvent } from "../../lib/bus/events.js";
 import { outboxMigrations } from "../../lib/bus/outbox.js";
 import { createTestDb } from "../../lib/db/_testing.js";
 import { migrate, readMigrations } from "../../lib/db/migrate.js";
+import type { Db } from "../../lib/db/types.js";
 import { sourceFolder } from "../../lib/paths.js";
 import { startServersConsumers } from "./events.js";
-import { createServersStore } from "./store.js";
+import * as store from "./store.js";
 
 // The servers service's projections, fed through the real bus adapter (NATS with NATS_URL, else
 // in-process) into the real schema (Postgres with DATABASE_URL, else embedded).
@@ -18,10 +19,9 @@ async function setup() {
     ...(await readMigrations(sourceFolder(import.meta.url, "./migrations"))),
   ]);
   const testBus = await createTestBus();
-  const store = createServersStore(testDb.db);
-  const stops = await startServersConsumers(store, testBus.bus);
+  const stops = await startServersConsumers(testDb.db, testBus.bus);
   return {
-    store,
+    db: testDb.db,
     bus: testBus.bus,
     async [Symbol.asyncDispose]() {
       for (const stop of stops) await stop();
@@ -31,8 +31,8 @@ async function setup() {
   };
 }
 
-async function insertConnected(store: ReturnType<typeof createServersStore>, tenantId: string, serverId: string) {
-  await store.transaction((tx) =>
+async function insertConnected(db: Db, tenantId: string, serverId: string) {
+  await db.transaction((tx) =>
     store.insertServer(tx, { serverId, tenantId, name: "s", categoryId: null, sourceServerId: null }),
   );
 }
@@ -50,19 +50,19 @@ describe("servers projections", () => {
       });
     const v2 = plan(2, 7);
     await ctx.bus.publish(v2.subject, v2.eventId, v2.payload);
-    await waitFor("plan v2", async () => (await ctx.store.findTenantPlan(ctx.store.db, tenantId))?.server_limit === 7);
+    await waitFor("plan v2", async () => (await store.findTenantPlan(ctx.db, tenantId))?.server_limit === 7);
     const v1 = plan(1, 3);
     await ctx.bus.publish(v1.subject, v1.eventId, v1.payload);
     const v3 = plan(3, 9);
     await ctx.bus.publish(v3.subject, v3.eventId, v3.payload);
-    await waitFor("plan v3", async () => (await ctx.store.findTenantPlan(ctx.store.db, tenantId))?.server_limit === 9);
+    await waitFor("plan v3", async () => (await store.findTenantPlan(ctx.db, tenantId))?.server_limit === 9);
   });
 
   it("counts a server's existing replays, applying each event once even when it is delivered again", async () => {
     await using ctx = await setup();
     const tenantId = randomUUID();
     const serverId = randomUUID();
-    await insertConnected(ctx.store, tenantId, serverId);
+    await insertConnected(ctx.db, tenantId, serverId);
     const replays = [randomUUID(), randomUUID(), randomUUID()];
     const events = [
       ...replays.map((replayId) => buildEvent("replays.recording.started", { tenantId, replayId, serverId })),
@@ -74,20 +74,20 @@ describe("servers projections", () => {
     if (again) await ctx.bus.publish(again.subject, again.eventId, again.payload);
     // Subjects are consumed independently, so wait until the inbox holds all four, then count.
     await waitFor("all four events applied", async () => {
-      const { rows } = await ctx.store.db.query<{ n: number }>(
+      const { rows } = await ctx.db.query<{ n: number }>(
         "SELECT count(*)::int AS n FROM servers.inbox WHERE event_id = ANY($1::uuid[])",
         [events.map((e) => e.eventId)],
       );
       return rows[0]?.n === 4;
     });
-    expect((await ctx.store.findServerById(ctx.store.db, tenantId, serverId))?.replay_count).toBe(2);
+    expect((await store.findServerById(ctx.db, tenantId, serverId))?.replay_count).toBe(2);
   });
 
   it("does not count a replay whose delete arrived before its start", async () => {
     await using ctx = await setup();
     const tenantId = randomUUID();
     const serverId = randomUUID();
-    await insertConnected(ctx.store, tenantId, serverId);
+    await insertConnected(ctx.db, tenantId, serverId);
     const replayId = randomUUID();
     const deleted = buildEvent("replays.replay.deleted", { tenantId, replayId, serverId, sizeBytes: 1n });
     const started = buildEvent("replays.recording.started", { tenantId, replayId, serverId });
@@ -95,7 +95,7 @@ describe("servers projections", () => {
     for (const event of [deleted, started, marker]) await ctx.bus.publish(event.subject, event.eventId, event.payload);
     await waitFor(
       "the later replay counted",
-      async () => (await ctx.store.findServerById(ctx.store.db, tenantId, serverId))?.replay_count === 1,
+      async () => (await store.findServerById(ctx.db, tenantId, serverId))?.replay_count === 1,
     );
   });
 });

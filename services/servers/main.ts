@@ -5,7 +5,6 @@ import type { Platform } from "../../lib/platform.js";
 import { type Running, startService } from "../../lib/service-host.js";
 import { startServersConsumers } from "./events.js";
 import { createRecorderService, createServersService } from "./service.js";
-import { createServersStore } from "./store.js";
 
 /** The servers service: management RPCs, recorder check-in, categories, plan slots. */
 export function start(platform: Platform, listen: { port: number; host: string }): Promise<Running> {
@@ -15,14 +14,13 @@ export function start(platform: Platform, listen: { port: number; host: string }
       migrationsDir: sourceFolder(import.meta.url, "./migrations"),
       healthNames: [ServersService.typeName, RecorderService.typeName],
       setup(db, bus) {
-        const store = createServersStore(db);
-        const deps = { store, now: () => new Date() };
+        const deps = { db, now: () => new Date() };
         return {
           routes(router) {
             router.service(ServersService, createServersService(deps));
             router.service(RecorderService, createRecorderService(deps));
           },
-          consumers: () => startServersConsumers(store, bus),
+          consumers: () => startServersConsumers(db, bus),
         };
       },
     },

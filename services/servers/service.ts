@@ -10,7 +10,7 @@ import {
   type ServersService,
 } from "../../gen/replay/servers/v1/servers_pb.js";
 import { buildEvent } from "../../lib/bus/events.js";
-import type { Tx } from "../../lib/db/types.js";
+import type { Db, Tx } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
 import { actorOf, requireTenant } from "../../lib/rpc/context.js";
@@ -18,10 +18,11 @@ import { canSeeSource, requireAccess, requireManager } from "./access.js";
 import { parseName } from "./name.js";
 import { checkInTime, parseServerId, parseSetupInput } from "./setup.js";
 import { isOnline } from "./status.js";
-import type { ServerRow, ServersStore } from "./store.js";
+import type { ServerRow } from "./store.js";
+import * as store from "./store.js";
 
 export type ServersDeps = {
-  store: ServersStore;
+  db: Db;
   now: () => Date;
   /** How long a create waits for a brand-new tenant's plan to reach the projection. */
   planWaitMs?: number;
@@ -59,7 +60,7 @@ const notFound = (serverId: string) => new DomainError("SERVER_NOT_FOUND", `no s
  * pending setup's id on a server route (or the reverse) is SERVER_NOT_FOUND.
  */
 export function createServersService(deps: ServersDeps): ServiceImpl<typeof ServersService> {
-  const { store } = deps;
+  const { db } = deps;
   const planWaitMs = deps.planWaitMs ?? 3000;
 
   /** What a write to one record needs before its transaction: its tenant, its parsed id, the member. */
@@ -91,7 +92,7 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
   // unknown until it does, so a create waits for it briefly rather than guess.
   async function waitForPlan(tenantId: string): Promise<void> {
     const deadline = Date.now() + planWaitMs;
-    while (!(await store.findTenantPlan(store.db, tenantId))) {
+    while (!(await store.findTenantPlan(db, tenantId))) {
       if (Date.now() >= deadline)
         throw new DomainError("SERVICE_UNAVAILABLE", "the tenant's plan is not known yet; retry");
       await new Promise((resolve) => setTimeout(resolve, 25));
@@ -102,25 +103,28 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
     async listServers(_req, ctx) {
       const tenantId = requireTenant(ctx);
       const now = deps.now();
-      return { servers: (await store.listServersByTenant(tenantId)).map((row) => toServerMessage(row, now)) };
+      return { servers: (await store.listServersByTenant(db, tenantId)).map((row) => toServerMessage(row, now)) };
     },
 
     async listPendingSetups(_req, ctx) {
       const tenantId = requireTenant(ctx);
       const showSource = canSeeSource(actorOf(ctx));
-      return { pending: (await store.listPendingByTenant(tenantId)).map((row) => toPendingMessage(row, showSource)) };
+      return {
+        pending: (await store.listPendingByTenant(db, tenantId)).map((row) => toPendingMessage(row, showSource)),
+      };
     },
 
     async createPendingSetup(req, ctx) {
       const tenantId = requireTenant(ctx);
       const input = parseSetupInput(req);
       const actor = requireManager(actorOf(ctx));
-      const category = input.categoryId === null ? undefined : await store.findCategoryById(tenantId, input.categoryId);
+      const category =
+        input.categoryId === null ? undefined : await store.findCategoryById(db, tenantId, input.categoryId);
       if (input.categoryId !== null && !category)
         throw new DomainError("CATEGORY_NOT_FOUND", `no category ${input.categoryId}`);
       let categoryId = input.categoryId;
       if (input.sourceServerId !== null) {
-        const source = await store.findServerById(store.db, tenantId, input.sourceServerId);
+        const source = await store.findServerById(db, tenantId, input.sourceServerId);
         if (!source || source.state === "pending") throw notFound(input.sourceServerId);
         requireAccess(actor, { serverId: source.server_id, categoryId: source.category_id });
         // decisions.md §4: the copy takes the source's category unless one is named.
@@ -128,7 +132,7 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
       }
       requireAccess(actor, { categoryId });
       await waitForPlan(tenantId);
-      const row = await store.transaction(async (tx) => {
+      const row = await db.transaction(async (tx) => {
         const plan = await store.findTenantPlan(tx, tenantId, true);
         const used = await store.countSlotsByTenant(tx, tenantId);
         if (!plan || used >= plan.server_limit) {
@@ -145,7 +149,7 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
           categoryId,
           sourceServerId: input.sourceServerId,
         });
-        await store.enqueue(
+        await store.enqueueEvent(
           tx,
           buildEvent("servers.server.created", { tenantId, serverId, categoryId: categoryId ?? "" }),
         );
@@ -160,7 +164,7 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
       // decisions.md §4: a malformed name (400) answers before the member checks (403).
       const name = parseName(req.name, req.malformedFields.includes("name"));
       const to: Target = { tenantId, serverId, actor: requireManager(actorOf(ctx)) };
-      const row = await store.transaction(async (tx) => {
+      const row = await db.transaction(async (tx) => {
         await lockManageable(tx, to, "server");
         await store.updateServerName(tx, serverId, name);
         return (await store.findServerById(tx, tenantId, serverId)) as ServerRow;
@@ -170,12 +174,12 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
 
     async deauthoriseServer(req, ctx) {
       const to = target(ctx, req.serverId);
-      await store.transaction(async (tx) => {
+      await db.transaction(async (tx) => {
         const row = await lockManageable(tx, to, "server");
         // decisions.md §4: deauthorising a deauthorised server is 204 and changes nothing.
         if (row.state !== "connected") return;
         await store.updateServerDeauthorised(tx, row.server_id);
-        await store.enqueue(
+        await store.enqueueEvent(
           tx,
           buildEvent("servers.server.deauthorised", { tenantId: to.tenantId, serverId: to.serverId }),
         );
@@ -185,27 +189,33 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
 
     async purgeServer(req, ctx) {
       const to = target(ctx, req.serverId);
-      await store.transaction(async (tx) => {
+      await db.transaction(async (tx) => {
         await lockManageable(tx, to, "server");
         await store.deleteServer(tx, to.serverId);
-        await store.enqueue(tx, buildEvent("servers.server.purged", { tenantId: to.tenantId, serverId: to.serverId }));
+        await store.enqueueEvent(
+          tx,
+          buildEvent("servers.server.purged", { tenantId: to.tenantId, serverId: to.serverId }),
+        );
       });
       return {};
     },
 
     async cancelPendingSetup(req, ctx) {
       const to = target(ctx, req.serverId);
-      await store.transaction(async (tx) => {
+      await db.transaction(async (tx) => {
         await lockManageable(tx, to, "pending");
         await store.deleteServer(tx, to.serverId);
-        await store.enqueue(tx, buildEvent("servers.server.purged", { tenantId: to.tenantId, serverId: to.serverId }));
+        await store.enqueueEvent(
+          tx,
+          buildEvent("servers.server.purged", { tenantId: to.tenantId, serverId: to.serverId }),
+        );
       });
       return {};
     },
 
     async createCategory(req, ctx) {
       const tenantId = requireTenant(ctx);
-      const row = await store.insertCategory({ categoryId: newId(), tenantId, name: parseName(req.name) });
+      const row = await store.insertCategory(db, { categoryId: newId(), tenantId, name: parseName(req.name) });
       return {
         category: { categoryId: row.category_id, name: row.name, createdAt: timestampFromDate(row.created_at) },
       };
@@ -214,8 +224,8 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
     async getSlotUsage(_req, ctx) {
       const tenantId = requireTenant(ctx);
       const [used, plan] = await Promise.all([
-        store.countSlotsByTenant(store.db, tenantId),
-        store.findTenantPlan(store.db, tenantId),
+        store.countSlotsByTenant(db, tenantId),
+        store.findTenantPlan(db, tenantId),
       ]);
       return { serversUsed: BigInt(used), serverLimit: BigInt(plan?.server_limit ?? 0) };
     },
@@ -228,7 +238,7 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
  * status is derived from lastSeenAt at read time, never by a timer.
  */
 export function createRecorderService(deps: ServersDeps): ServiceImpl<typeof RecorderService> {
-  const { store } = deps;
+  const { db } = deps;
   return {
     async checkIn(req) {
       const serverId = parseServerId(req.serverId);
@@ -240,19 +250,20 @@ export function createRecorderService(deps: ServersDeps): ServiceImpl<typeof Rec
         lastSeenAt: timestampFromDate(lastSeenAt),
       });
       // The heartbeat of a connected server is one UPDATE; the rest is the rare first connect.
-      const seen = await store.updateServerSeen(serverId, at, req.pluginVersion);
+      const seen = await store.updateServerSeen(db, serverId, at, req.pluginVersion);
       if (seen) return answer(seen.last_seen_at);
-      await store.transaction(async (tx) => {
+      await db.transaction(async (tx) => {
         const row = await store.findServerForCheckIn(tx, serverId, true);
         if (!row) throw notFound(serverId);
         if (row.state === "deauthorised")
           throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} was deauthorised`);
         if (row.state === "pending") {
           await store.updateServerConnected(tx, serverId, at, req.pluginVersion);
-          await store.enqueue(tx, buildEvent("servers.server.connected", { tenantId: row.tenant_id, serverId }));
+          await store.enqueueEvent(tx, buildEvent("servers.server.connected", { tenantId: row.tenant_id, serverId }));
         } else {
-          // Connected between the UPDATE above and this lock: a concurrent first check-in won.
-          await store.updateServerSeen(serverId, at, req.pluginVersion);
+          // Connected between the UPDATE above and this lock: a concurrent first check-in won. The
+          // update runs on this transaction, which holds the row lock (never on the pool behind it).
+          await store.updateServerSeen(tx, serverId, at, req.pluginVersion);
         }
       });
       return answer(at);

@@ -1,6 +1,6 @@
 import type { OutgoingEvent } from "../../lib/bus/events.js";
 import { enqueue } from "../../lib/bus/outbox.js";
-import type { Db, Queryable, Tx } from "../../lib/db/types.js";
+import type { Queryable, Tx } from "../../lib/db/types.js";
 
 export type ServerState = "pending" | "connected" | "deauthorised";
 
@@ -24,189 +24,195 @@ const serverColumns = `s.server_id, s.tenant_id, s.name, s.category_id, s.state,
   s.last_seen_at, s.created_at,
   (SELECT count(*) FROM servers.replay r WHERE r.server_id = s.server_id AND NOT r.deleted)::int8 AS replay_count`;
 
-/** SQL for the `servers` schema, and nothing else. Events go to the outbox in the same transaction. */
-export function createServersStore(db: Db) {
-  const schema = db.schema;
-  return {
-    db,
-
-    transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-      return db.transaction(fn);
-    },
-
-    enqueue(tx: Tx, event: OutgoingEvent): Promise<void> {
-      return enqueue(tx, schema, event);
-    },
-
-    async listServersByTenant(tenantId: string): Promise<ServerRow[]> {
-      const { rows } = await db.query<ServerRow>(
-        `SELECT ${serverColumns} FROM servers.server s
-          WHERE s.tenant_id = $1 AND s.state <> 'pending'
-          ORDER BY s.name, s.server_id`,
-        [tenantId],
-      );
-      return rows;
-    },
-
-    async listPendingByTenant(tenantId: string): Promise<ServerRow[]> {
-      const { rows } = await db.query<ServerRow>(
-        `SELECT ${serverColumns} FROM servers.server s
-          WHERE s.tenant_id = $1 AND s.state = 'pending'
-          ORDER BY s.created_at, s.server_id`,
-        [tenantId],
-      );
-      return rows;
-    },
-
-    /** One server of a tenant, locked for the rest of the transaction when `q` is one. */
-    async findServerById(
-      q: Queryable,
-      tenantId: string,
-      serverId: string,
-      lock = false,
-    ): Promise<ServerRow | undefined> {
-      const { rows } = await q.query<ServerRow>(
-        `SELECT ${serverColumns} FROM servers.server s
-          WHERE s.tenant_id = $1 AND s.server_id = $2 ${lock ? "FOR UPDATE OF s" : ""}`,
-        [tenantId, serverId],
-      );
-      return rows[0];
-    },
-
-    /** A server by id alone: recorders know their server id, not their tenant. */
-    async findServerForCheckIn(q: Queryable, serverId: string, lock = false): Promise<ServerRow | undefined> {
-      const { rows } = await q.query<ServerRow>(
-        `SELECT ${serverColumns} FROM servers.server s WHERE s.server_id = $1 ${lock ? "FOR UPDATE OF s" : ""}`,
-        [serverId],
-      );
-      return rows[0];
-    },
-
-    /**
-     * The check-in of a connected server, in one statement: the common case of every heartbeat.
-     * Returns undefined when the server is not connected (pending, deauthorised or unknown).
-     */
-    async updateServerSeen(
-      serverId: string,
-      at: Date,
-      pluginVersion: string,
-    ): Promise<{ tenant_id: string; last_seen_at: Date } | undefined> {
-      const { rows } = await db.query<{ tenant_id: string; last_seen_at: Date }>(
-        `UPDATE servers.server
-            SET last_seen_at = $2, plugin_version = COALESCE(NULLIF($3, ''), plugin_version), updated_at = now()
-          WHERE server_id = $1 AND state = 'connected'
-         RETURNING tenant_id, last_seen_at`,
-        [serverId, at, pluginVersion],
-      );
-      return rows[0];
-    },
-
-    async updateServerConnected(tx: Tx, serverId: string, at: Date, pluginVersion: string): Promise<void> {
-      await tx.query(
-        `UPDATE servers.server
-            SET state = 'connected', last_seen_at = $2, plugin_version = NULLIF($3, ''), updated_at = now()
-          WHERE server_id = $1 AND state = 'pending'`,
-        [serverId, at, pluginVersion],
-      );
-    },
-
-    /** Slots held: pending setups and connected servers (decisions.md §4). */
-    async countSlotsByTenant(q: Queryable, tenantId: string): Promise<number> {
-      const { rows } = await q.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM servers.server WHERE tenant_id = $1 AND state IN ('pending', 'connected')",
-        [tenantId],
-      );
-      return rows[0]?.n ?? 0;
-    },
-
-    /** The tenant's plan, locked so that concurrent creates count slots one after another. */
-    async findTenantPlan(q: Queryable, tenantId: string, lock = false): Promise<{ server_limit: number } | undefined> {
-      const { rows } = await q.query<{ server_limit: number }>(
-        `SELECT server_limit FROM servers.tenant_plan WHERE tenant_id = $1 ${lock ? "FOR UPDATE" : ""}`,
-        [tenantId],
-      );
-      return rows[0];
-    },
-
-    /** Applies a plan event; an older version than the one held changes nothing. */
-    async upsertTenantPlan(tx: Tx, plan: { tenantId: string; serverLimit: number; version: number }): Promise<void> {
-      await tx.query(
-        `INSERT INTO servers.tenant_plan (tenant_id, server_limit, version) VALUES ($1, $2, $3)
-         ON CONFLICT (tenant_id) DO UPDATE SET server_limit = EXCLUDED.server_limit, version = EXCLUDED.version
-          WHERE servers.tenant_plan.version < EXCLUDED.version`,
-        [plan.tenantId, plan.serverLimit, plan.version],
-      );
-    },
-
-    async insertServer(
-      tx: Tx,
-      server: {
-        serverId: string;
-        tenantId: string;
-        name: string;
-        categoryId: string | null;
-        sourceServerId: string | null;
-      },
-    ): Promise<ServerRow> {
-      const { rows } = await tx.query<ServerRow>(
-        `INSERT INTO servers.server (server_id, tenant_id, name, category_id, state, source_server_id)
-         VALUES ($1, $2, $3, $4, 'pending', $5)
-         RETURNING server_id, tenant_id, name, category_id, state, source_server_id, plugin_version, last_seen_at,
-                   created_at, 0::int8 AS replay_count`,
-        [server.serverId, server.tenantId, server.name, server.categoryId, server.sourceServerId],
-      );
-      return rows[0] as ServerRow;
-    },
-
-    async updateServerName(tx: Tx, serverId: string, name: string): Promise<void> {
-      await tx.query("UPDATE servers.server SET name = $2, updated_at = now() WHERE server_id = $1", [serverId, name]);
-    },
-
-    async updateServerDeauthorised(tx: Tx, serverId: string): Promise<void> {
-      await tx.query(
-        "UPDATE servers.server SET state = 'deauthorised', updated_at = now() WHERE server_id = $1 AND state = 'connected'",
-        [serverId],
-      );
-    },
-
-    async deleteServer(tx: Tx, serverId: string): Promise<void> {
-      await tx.query("DELETE FROM servers.server WHERE server_id = $1", [serverId]);
-    },
-
-    async findCategoryById(tenantId: string, categoryId: string): Promise<CategoryRow | undefined> {
-      const { rows } = await db.query<CategoryRow>(
-        "SELECT category_id, tenant_id, name, created_at FROM servers.category WHERE tenant_id = $1 AND category_id = $2",
-        [tenantId, categoryId],
-      );
-      return rows[0];
-    },
-
-    async insertCategory(category: { categoryId: string; tenantId: string; name: string }): Promise<CategoryRow> {
-      const { rows } = await db.query<CategoryRow>(
-        `INSERT INTO servers.category (category_id, tenant_id, name) VALUES ($1, $2, $3)
-         RETURNING category_id, tenant_id, name, created_at`,
-        [category.categoryId, category.tenantId, category.name],
-      );
-      return rows[0] as CategoryRow;
-    },
-
-    /** replays.recording.started: the replay exists (unless its delete was seen first). */
-    async insertReplay(tx: Tx, replayId: string, serverId: string): Promise<void> {
-      await tx.query(
-        "INSERT INTO servers.replay (replay_id, server_id) VALUES ($1, $2) ON CONFLICT (replay_id) DO NOTHING",
-        [replayId, serverId],
-      );
-    },
-
-    /** replays.replay.deleted: the replay no longer counts, whichever event came first. */
-    async updateReplayDeleted(tx: Tx, replayId: string, serverId: string): Promise<void> {
-      await tx.query(
-        `INSERT INTO servers.replay (replay_id, server_id, deleted) VALUES ($1, $2, true)
-         ON CONFLICT (replay_id) DO UPDATE SET deleted = true`,
-        [replayId, serverId],
-      );
-    },
-  };
+/** Records an event in this schema's outbox, in the caller's transaction. */
+export function enqueueEvent(tx: Tx, event: OutgoingEvent): Promise<void> {
+  return enqueue(tx, "servers", event);
 }
 
-export type ServersStore = ReturnType<typeof createServersStore>;
+export async function listServersByTenant(q: Queryable, tenantId: string): Promise<ServerRow[]> {
+  const { rows } = await q.query<ServerRow>(
+    `SELECT ${serverColumns} FROM servers.server s
+      WHERE s.tenant_id = $1 AND s.state <> 'pending'
+      ORDER BY s.name, s.server_id`,
+    [tenantId],
+  );
+  return rows;
+}
+
+export async function listPendingByTenant(q: Queryable, tenantId: string): Promise<ServerRow[]> {
+  const { rows } = await q.query<ServerRow>(
+    `SELECT ${serverColumns} FROM servers.server s
+      WHERE s.tenant_id = $1 AND s.state = 'pending'
+      ORDER BY s.created_at, s.server_id`,
+    [tenantId],
+  );
+  return rows;
+}
+
+/** One server of a tenant, locked for the rest of the transaction when `q` is one. */
+export async function findServerById(
+  q: Queryable,
+  tenantId: string,
+  serverId: string,
+  lock = false,
+): Promise<ServerRow | undefined> {
+  const { rows } = await q.query<ServerRow>(
+    `SELECT ${serverColumns} FROM servers.server s
+      WHERE s.tenant_id = $1 AND s.server_id = $2 ${lock ? "FOR UPDATE OF s" : ""}`,
+    [tenantId, serverId],
+  );
+  return rows[0];
+}
+
+/** A server by id alone: recorders know their server id, not their tenant. */
+export async function findServerForCheckIn(
+  q: Queryable,
+  serverId: string,
+  lock = false,
+): Promise<ServerRow | undefined> {
+  const { rows } = await q.query<ServerRow>(
+    `SELECT ${serverColumns} FROM servers.server s WHERE s.server_id = $1 ${lock ? "FOR UPDATE OF s" : ""}`,
+    [serverId],
+  );
+  return rows[0];
+}
+
+/**
+ * The check-in of a connected server, in one statement: the common case of every heartbeat.
+ * Returns undefined when the server is not connected (pending, deauthorised or unknown).
+ */
+export async function updateServerSeen(
+  q: Queryable,
+  serverId: string,
+  at: Date,
+  pluginVersion: string,
+): Promise<{ tenant_id: string; last_seen_at: Date } | undefined> {
+  const { rows } = await q.query<{ tenant_id: string; last_seen_at: Date }>(
+    `UPDATE servers.server
+        SET last_seen_at = $2, plugin_version = COALESCE(NULLIF($3, ''), plugin_version), updated_at = now()
+      WHERE server_id = $1 AND state = 'connected'
+     RETURNING tenant_id, last_seen_at`,
+    [serverId, at, pluginVersion],
+  );
+  return rows[0];
+}
+
+export async function updateServerConnected(tx: Tx, serverId: string, at: Date, pluginVersion: string): Promise<void> {
+  await tx.query(
+    `UPDATE servers.server
+        SET state = 'connected', last_seen_at = $2, plugin_version = NULLIF($3, ''), updated_at = now()
+      WHERE server_id = $1 AND state = 'pending'`,
+    [serverId, at, pluginVersion],
+  );
+}
+
+/** Slots held: pending setups and connected servers (decisions.md §4). */
+export async function countSlotsByTenant(q: Queryable, tenantId: string): Promise<number> {
+  const { rows } = await q.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM servers.server WHERE tenant_id = $1 AND state IN ('pending', 'connected')",
+    [tenantId],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/** The tenant's plan, locked so that concurrent creates count slots one after another. */
+export async function findTenantPlan(
+  q: Queryable,
+  tenantId: string,
+  lock = false,
+): Promise<{ server_limit: number } | undefined> {
+  const { rows } = await q.query<{ server_limit: number }>(
+    `SELECT server_limit FROM servers.tenant_plan WHERE tenant_id = $1 ${lock ? "FOR UPDATE" : ""}`,
+    [tenantId],
+  );
+  return rows[0];
+}
+
+/** Applies a plan event; an older version than the one held changes nothing. */
+export async function upsertTenantPlan(
+  tx: Tx,
+  plan: { tenantId: string; serverLimit: number; version: number },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO servers.tenant_plan (tenant_id, server_limit, version) VALUES ($1, $2, $3)
+     ON CONFLICT (tenant_id) DO UPDATE SET server_limit = EXCLUDED.server_limit, version = EXCLUDED.version
+      WHERE servers.tenant_plan.version < EXCLUDED.version`,
+    [plan.tenantId, plan.serverLimit, plan.version],
+  );
+}
+
+export async function insertServer(
+  tx: Tx,
+  server: {
+    serverId: string;
+    tenantId: string;
+    name: string;
+    categoryId: string | null;
+    sourceServerId: string | null;
+  },
+): Promise<ServerRow> {
+  const { rows } = await tx.query<ServerRow>(
+    `INSERT INTO servers.server (server_id, tenant_id, name, category_id, state, source_server_id)
+     VALUES ($1, $2, $3, $4, 'pending', $5)
+     RETURNING server_id, tenant_id, name, category_id, state, source_server_id, plugin_version, last_seen_at,
+               created_at, 0::int8 AS replay_count`,
+    [server.serverId, server.tenantId, server.name, server.categoryId, server.sourceServerId],
+  );
+  return rows[0] as ServerRow;
+}
+
+export async function updateServerName(tx: Tx, serverId: string, name: string): Promise<void> {
+  await tx.query("UPDATE servers.server SET name = $2, updated_at = now() WHERE server_id = $1", [serverId, name]);
+}
+
+export async function updateServerDeauthorised(tx: Tx, serverId: string): Promise<void> {
+  await tx.query(
+    "UPDATE servers.server SET state = 'deauthorised', updated_at = now() WHERE server_id = $1 AND state = 'connected'",
+    [serverId],
+  );
+}
+
+export async function deleteServer(tx: Tx, serverId: string): Promise<void> {
+  await tx.query("DELETE FROM servers.server WHERE server_id = $1", [serverId]);
+}
+
+export async function findCategoryById(
+  q: Queryable,
+  tenantId: string,
+  categoryId: string,
+): Promise<CategoryRow | undefined> {
+  const { rows } = await q.query<CategoryRow>(
+    "SELECT category_id, tenant_id, name, created_at FROM servers.category WHERE tenant_id = $1 AND category_id = $2",
+    [tenantId, categoryId],
+  );
+  return rows[0];
+}
+
+export async function insertCategory(
+  q: Queryable,
+  category: { categoryId: string; tenantId: string; name: string },
+): Promise<CategoryRow> {
+  const { rows } = await q.query<CategoryRow>(
+    `INSERT INTO servers.category (category_id, tenant_id, name) VALUES ($1, $2, $3)
+     RETURNING category_id, tenant_id, name, created_at`,
+    [category.categoryId, category.tenantId, category.name],
+  );
+  return rows[0] as CategoryRow;
+}
+
+/** replays.recording.started: the replay exists (unless its delete was seen first). */
+export async function insertReplay(tx: Tx, replayId: string, serverId: string): Promise<void> {
+  await tx.query(
+    "INSERT INTO servers.replay (replay_id, server_id) VALUES ($1, $2) ON CONFLICT (replay_id) DO NOTHING",
+    [replayId, serverId],
+  );
+}
+
+/** replays.replay.deleted: the replay no longer counts, whichever event came first. */
+export async function updateReplayDeleted(tx: Tx, replayId: string, serverId: string): Promise<void> {
+  await tx.query(
+    `INSERT INTO servers.replay (replay_id, server_id, deleted) VALUES ($1, $2, true)
+     ON CONFLICT (replay_id) DO UPDATE SET deleted = true`,
+    [replayId, serverId],
+  );
+}

@@ -5,7 +5,7 @@
 import Fastify from "fastify";
 import { createPgDb } from "../../lib/db/db.js";
 import { isOnline } from "../../services/servers/status.js";
-import { createServersStore } from "../../services/servers/store.js";
+import { listServersByTenant } from "../../services/servers/store.js";
 
 const { DATABASE_URL: databaseUrl, TENANT_ID: tenantId, PORT: port = "0" } = process.env;
 if (!databaseUrl || !tenantId) throw new Error("baseline-server needs DATABASE_URL and TENANT_ID");
@@ -13,11 +13,10 @@ if (!databaseUrl || !tenantId) throw new Error("baseline-server needs DATABASE_U
 // The servers service's own store on a bare pg pool (lib/db/db.ts, the one pg set-up, same default
 // size of 10), so the SQL is the service's listServersByTenant by construction, whatever it becomes.
 const db = createPgDb({ url: databaseUrl, schema: "servers", poolMax: 10, applicationName: "bench-baseline" });
-const store = createServersStore(db);
 
 const app = Fastify();
 app.get("/v1/api/servers", async (_req, reply) => {
-  const rows = await store.listServersByTenant(tenantId);
+  const rows = await listServersByTenant(db, tenantId);
   const now = new Date();
   // gateway/routes/servers.ts serverEntry's shape.
   const servers = rows.map((row) => ({

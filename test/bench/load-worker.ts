@@ -184,13 +184,11 @@ async function storeCheckInDriver(
 ): Promise<Driver> {
   // Imported here: only this target needs the service's modules.
   const { createPgDb } = await import("../../lib/db/db.js");
-  const { createServersStore } = await import("../../services/servers/store.js");
-  const store = createServersStore(
-    createPgDb({ url: target.databaseUrl, schema: "servers", applicationName: "bench-store-checkin" }),
-  );
+  const { updateServerSeen } = await import("../../services/servers/store.js");
+  const db = createPgDb({ url: target.databaseUrl, schema: "servers", applicationName: "bench-store-checkin" });
   return checkInDriver(target.keys, connections, async (serverId, pluginVersion) => {
     try {
-      return (await store.updateServerSeen(serverId, new Date(), pluginVersion)) ? undefined : "no-row";
+      return (await updateServerSeen(db, serverId, new Date(), pluginVersion)) ? undefined : "no-row";
     } catch (err) {
       return (err as { code?: string }).code ?? "pg-error";
     }
