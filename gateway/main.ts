@@ -18,6 +18,7 @@ import { createTransportPool } from "../lib/rpc/clients.js";
 import { createHealthService } from "../lib/rpc/health.js";
 import { createRpcServer } from "../lib/rpc/server.js";
 import type { Running } from "../lib/service-host.js";
+import { startWorker } from "../lib/worker/worker.js";
 import { createIdentityAdminService } from "./admin.js";
 import { buildApp } from "./app.js";
 import { createAuthenticator } from "./auth/authenticate.js";
@@ -71,10 +72,14 @@ export async function start(platform: Platform, options: GatewayOptions): Promis
   const stopRevocations = await platform.bus.broadcast(["identity.key.revoked"], async (msg) => {
     keyCache.evict(decodeEvent("identity.key.revoked", msg.data).keyHash);
   });
-  const sweep = setInterval(() => {
-    deleteNoncesExpired(db, new Date()).catch((err) => log.warn({ err }, "nonce sweep failed"));
-  }, NONCE_SWEEP_MS);
-  sweep.unref();
+  const nonceSweep = startWorker({
+    name: "identity:nonce-sweep",
+    intervalMs: NONCE_SWEEP_MS,
+    round: async () => {
+      await deleteNoncesExpired(db, new Date());
+      return false;
+    },
+  });
 
   const isReady = async () => {
     await db.query("SELECT 1");
@@ -139,7 +144,7 @@ export async function start(platform: Platform, options: GatewayOptions): Promis
     async close() {
       // Stop taking requests first (in-flight ones finish), then the background work, then the pool.
       await Promise.all([app.close(), admin.close()]);
-      clearInterval(sweep);
+      await nonceSweep.stop();
       await stopRevocations();
       await relay.stop();
       await db.close();

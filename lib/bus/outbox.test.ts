@@ -155,25 +155,6 @@ describe("outbox", () => {
     await waitFor("the notified round", () => bus.publishes.has(eventId as string), 5_000);
   });
 
-  it("deletes rows published more than a day ago", async () => {
-    const db = await openDb();
-    await using b = await createTestBus();
-    const old = randomUUID();
-    const recent = randomUUID();
-    await db.query(
-      `INSERT INTO ${db.schema}.outbox (event_id, subject, payload, published_at)
-       VALUES ($1, $3, '', now() - interval '25 hours'), ($2, $3, '', now() - interval '1 hour')`,
-      [old, recent, subject],
-    );
-    await using _relay = startOutboxRelay({ db: db, bus: b.bus, pollMs: 50 });
-    await waitFor("the old row to go", async () => {
-      const { rowCount } = await db.query(`SELECT 1 FROM ${db.schema}.outbox WHERE event_id = $1`, [old]);
-      return rowCount === 0;
-    });
-    const { rowCount } = await db.query(`SELECT 1 FROM ${db.schema}.outbox WHERE event_id = $1`, [recent]);
-    expect(rowCount).toBe(1);
-  });
-
   it("stop waits for the running round", async () => {
     const db = await openDb();
     await using b = await createTestBus();

@@ -1,14 +1,8 @@
 import type { Migration } from "../db/migrate.js";
 import type { Db, Tx } from "../db/types.js";
 import { assertSchemaName } from "../db/types.js";
-import { logger } from "../log.js";
+import { startWorker, type Worker } from "../worker/worker.js";
 import type { Bus } from "./bus.js";
-
-const log = logger("lib:bus:outbox");
-
-const backoffBaseMs = 100;
-const backoffMaxMs = 5_000;
-const cleanupEveryMs = 60 * 60_000;
 
 /**
  * The outbox and inbox tables of one service's schema; the service appends these to its own
@@ -56,51 +50,27 @@ export async function enqueue(tx: Tx, schema: string, event: OutboxEvent): Promi
     event.subject,
     event.payload,
   ]);
-  await tx.query(`NOTIFY ${s}_outbox`);
+  await tx.query(`NOTIFY ${outboxChannel(s)}`);
 }
 
 export type OutboxRelayDeps = { db: Db; bus: Bus; pollMs?: number; batchSize?: number };
 
-/** A running relay; stopping (or disposing) it waits for the round in progress. */
-export type OutboxRelay = { stop(): Promise<void> } & AsyncDisposable;
-
 /**
- * Publishes the committed rows of `<db.schema>.outbox` in id order and marks them published.
- * It wakes on NOTIFY and polls every `pollMs` as a safety net for missed notifications.
+ * Publishes the committed rows of `<db.schema>.outbox` in id order and marks them published, on
+ * the platform's worker loop: it wakes on the NOTIFY of enqueue() and polls every `pollMs` as a
+ * safety net for missed notifications.
  *
- * Each round locks a batch with `FOR UPDATE SKIP LOCKED` (replicas relay side by side), awaits
- * the broker's ack for every row and marks the batch in the same transaction. A failed publish
- * rolls the round back and retries after a capped exponential backoff, so a committed row is never
- * skipped; what was published before the failure goes out again and the broker's duplicate window
- * (event id = `Nats-Msg-Id`) absorbs it. About once an hour, rows published more than a day ago
- * are deleted.
+ * Each round locks a batch with `FOR UPDATE SKIP LOCKED` (replicas relay side by side; a relay
+ * that dies releases its rows with its connection), awaits the broker's ack for every row and
+ * marks the batch in the same transaction. A failed publish rolls the round back and the worker
+ * retries after a capped exponential backoff, so a committed row is never skipped; what was
+ * published before the failure goes out again and the broker's duplicate window (event id =
+ * `Nats-Msg-Id`) absorbs it. Published rows are pruned by the retention worker (retention.ts).
  */
-export function startOutboxRelay(deps: OutboxRelayDeps): OutboxRelay {
+export function startOutboxRelay(deps: OutboxRelayDeps): Worker {
   const { db, bus } = deps;
-  const pollMs = deps.pollMs ?? 1000;
   const batchSize = deps.batchSize ?? 100;
   const schema = db.schema;
-
-  let stopping = false;
-  let woken = false;
-  let wake: (() => void) | undefined;
-  const nudge = () => {
-    woken = true;
-    wake?.();
-  };
-  // Ends early on nudge() when `wakeable`, and always on stop().
-  const pause = (ms: number, wakeable: boolean) =>
-    new Promise<void>((resolve) => {
-      if (stopping || (wakeable && woken)) return resolve();
-      const timer = setTimeout(resolve, ms);
-      wake = () => {
-        if (!wakeable && !stopping) return;
-        clearTimeout(timer);
-        resolve();
-      };
-    }).finally(() => {
-      wake = undefined;
-    });
 
   const relayBatch = () =>
     db.transaction(async (tx) => {
@@ -122,51 +92,15 @@ export function startOutboxRelay(deps: OutboxRelayDeps): OutboxRelay {
       return rows.length;
     });
 
-  const deletePublished = async () => {
-    const { rowCount } = await db.query(`DELETE FROM ${schema}.outbox WHERE published_at < now() - interval '1 day'`);
-    if (rowCount > 0) log.info({ schema, deleted: rowCount }, "deleted old published outbox rows");
-  };
+  return startWorker({
+    name: `${schema}:outbox-relay`,
+    intervalMs: deps.pollMs ?? 1000,
+    wakeOn: { db, channel: outboxChannel(schema) },
+    round: async () => (await relayBatch()) === batchSize,
+  });
+}
 
-  const loop = async () => {
-    let unlisten: (() => Promise<void>) | undefined;
-    try {
-      unlisten = await db.listen(`${schema}_outbox`, nudge);
-    } catch (err) {
-      log.warn({ err, schema }, "LISTEN failed; relaying by polling only");
-    }
-    let failures = 0;
-    let lastCleanup = 0;
-    try {
-      while (!stopping) {
-        woken = false;
-        try {
-          const relayed = await relayBatch();
-          failures = 0;
-          if (relayed === batchSize) continue;
-          if (Date.now() - lastCleanup > cleanupEveryMs) {
-            lastCleanup = Date.now();
-            await deletePublished();
-          }
-        } catch (err) {
-          failures++;
-          const delayMs = Math.min(backoffBaseMs * 2 ** (failures - 1), backoffMaxMs);
-          log.warn({ err, schema, failures, delayMs }, "outbox relay round failed; retrying");
-          // Notifications do not cut a backoff short: a busy service would hammer a broker that is down.
-          await pause(delayMs, false);
-          continue;
-        }
-        await pause(pollMs, true);
-      }
-    } finally {
-      await unlisten?.();
-    }
-  };
-
-  const running = loop();
-  const stop = async () => {
-    stopping = true;
-    wake?.();
-    await running;
-  };
-  return { stop, [Symbol.asyncDispose]: stop };
+/** The NOTIFY channel enqueue() signals on commit; relays and the embedded bus listen to it. */
+export function outboxChannel(schema: string): string {
+  return `${assertSchemaName(schema)}_outbox`;
 }

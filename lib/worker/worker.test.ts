@@ -1,0 +1,83 @@
+import { describe, expect, it } from "vitest";
+import { waitFor } from "../bus/_testing.js";
+import { startWorker } from "./worker.js";
+
+describe("startWorker", () => {
+  it("runs rounds back to back while they report more work, then waits for the interval", async () => {
+    const starts: number[] = [];
+    let backlog = 3;
+    await using _worker = startWorker({
+      name: "test",
+      intervalMs: 60_000,
+      round: async () => {
+        starts.push(Date.now());
+        backlog = Math.max(0, backlog - 1);
+        return backlog > 0;
+      },
+    });
+    await waitFor("three rounds", () => starts.length === 3);
+    // The third round emptied the backlog: the next one waits for the minute, or a nudge.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(starts).toHaveLength(3);
+  });
+
+  it("starts another round after a nudge that came while a round ran, instead of sleeping through it", async () => {
+    let rounds = 0;
+    let release: () => void = () => {};
+    const worker = startWorker({
+      name: "test",
+      intervalMs: 60_000,
+      round: async () => {
+        rounds++;
+        if (rounds === 1) await new Promise<void>((resolve) => (release = resolve));
+        return false;
+      },
+    });
+    await waitFor("the first round", () => rounds === 1);
+    worker.nudge();
+    release();
+    await waitFor("the nudged round", () => rounds === 2);
+    await worker.stop();
+  });
+
+  it("backs off with doubling waits while rounds fail, and recovers", async () => {
+    const starts: number[] = [];
+    await using _worker = startWorker({
+      name: "test",
+      intervalMs: 60_000,
+      backoff: { baseMs: 40, maxMs: 1_000 },
+      round: async () => {
+        starts.push(performance.now());
+        if (starts.length <= 3) throw new Error("down");
+        return false;
+      },
+    });
+    await waitFor("the round after three failures", () => starts.length === 4);
+    const waits = starts.slice(1).map((at, i) => at - (starts[i] as number));
+    expect(waits[0]).toBeGreaterThanOrEqual(38);
+    expect(waits[1]).toBeGreaterThanOrEqual(78);
+    expect(waits[2]).toBeGreaterThanOrEqual(158);
+  });
+
+  it("stop waits for the running round, and aborts one that outlasts the grace", async () => {
+    let aborted = false;
+    let entered = false;
+    const worker = startWorker({
+      name: "test",
+      intervalMs: 60_000,
+      round: (signal) =>
+        new Promise<boolean>((resolve) => {
+          entered = true;
+          signal.addEventListener("abort", () => {
+            aborted = true;
+            resolve(false);
+          });
+        }),
+    });
+    await waitFor("the round", () => entered);
+    const started = performance.now();
+    await worker.stop(200);
+    expect(aborted).toBe(true);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(190);
+  });
+});
