@@ -64,19 +64,13 @@ async function main(): Promise<void> {
 
 /** The embedded default: the four services on loopback ports of their own, then the gateway. */
 async function startAll(config: Config, platform: Platform): Promise<Running[]> {
-  const started = await Promise.all(
-    serviceNames.map((service) => services[service](platform, { port: 0, host: "127.0.0.1" })),
-  );
+  // The services listen on loopback ports of their own choosing; the gateway is told where.
+  const internal: Config = { ...config, http: { ...config.http, port: 0, host: "127.0.0.1" } };
+  const started = await Promise.all(serviceNames.map((service) => services[service](internal, platform)));
   const serviceUrls = Object.fromEntries(
     serviceNames.map((service, i) => [service, started[i]?.url as string]),
   ) as Record<(typeof serviceNames)[number], string>;
-  const gateway = await startGateway(platform, {
-    port: config.http.port ?? 8080,
-    internalPort: config.http.internalPort,
-    host: config.http.host,
-    serviceUrls,
-    replicas: config.gateway.replicas,
-  });
+  const gateway = await startGateway({ ...config, serviceUrls }, platform);
   process.stdout.write(
     `\nreplay service (${config.db.url ? "Postgres" : "embedded Postgres"}, ${config.bus.natsUrl ? "NATS" : "in-process bus"})\n`,
   );
@@ -100,16 +94,7 @@ async function startAll(config: Config, platform: Platform): Promise<Running[]> 
 }
 
 async function startOne(name: ProcessName, config: Config, platform: Platform): Promise<Running> {
-  if (name === "gateway") {
-    return startGateway(platform, {
-      port: config.http.port ?? 8080,
-      internalPort: config.http.internalPort,
-      host: config.http.host,
-      serviceUrls: config.serviceUrls,
-      replicas: config.gateway.replicas,
-    });
-  }
-  return services[name](platform, { port: config.http.port ?? 0, host: config.http.host });
+  return name === "gateway" ? startGateway(config, platform) : services[name](config, platform);
 }
 
 main().catch((err) => {

@@ -9,7 +9,8 @@ import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
 import { WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
 import { decodeEvent } from "../lib/bus/events.js";
 import { outboxMigrations, startOutboxRelay } from "../lib/bus/outbox.js";
-import type { ServiceName } from "../lib/config.js";
+import { startRetentionWorker } from "../lib/bus/retention.js";
+import type { Config, ServiceName } from "../lib/config.js";
 import { migrate, readMigrations } from "../lib/db/migrate.js";
 import { logger } from "../lib/log.js";
 import { sourceFolder } from "../lib/paths.js";
@@ -30,14 +31,6 @@ import { countTenants, deleteNoncesExpired } from "./store.js";
 
 const log = logger("gateway:main");
 
-export type GatewayOptions = {
-  port: number;
-  internalPort: number;
-  host: string;
-  serviceUrls: Readonly<Record<ServiceName, string>>;
-  replicas: number;
-};
-
 export type RunningGateway = Running & {
   internalUrl: string;
   port: number;
@@ -48,20 +41,27 @@ export type RunningGateway = Running & {
 
 const NONCE_SWEEP_MS = 60_000;
 
-/** The gateway: public REST on `port`, the internal admin API (Connect/gRPC, h2c) on `internalPort`. */
-export async function start(platform: Platform, options: GatewayOptions): Promise<RunningGateway> {
+/**
+ * The gateway: public REST on config.http.port, the internal admin API (Connect/gRPC, h2c) on
+ * config.http.internalPort, calling the services at config.serviceUrls.
+ */
+export async function start(config: Config, platform: Platform): Promise<RunningGateway> {
   const db = platform.openDb("identity", { poolMax: 20 });
   await migrate(db, [
     ...outboxMigrations("identity"),
     ...(await readMigrations(sourceFolder(import.meta.url, "./migrations"))),
   ]);
   const relay = startOutboxRelay({ db, bus: platform.bus });
+  const retention = startRetentionWorker(db, {
+    eventsMs: config.events.retentionMs,
+    inboxMs: config.events.inboxRetentionMs,
+  });
   const fresh = (await countTenants(db)) === 0;
   const keyCache = createKeyCache();
   const now = () => Date.now();
 
   const pool = createTransportPool();
-  const transport = (name: ServiceName) => pool.transport(options.serviceUrls[name]);
+  const transport = (name: ServiceName) => pool.transport(config.serviceUrls[name]);
   const servers = createClient(ServersService, transport("servers"));
   const replays = createClient(ReplaysService, transport("replays"));
   const backends: [ServiceName, Client<typeof Health>][] = (["markers", "servers", "replays", "webhooks"] as const).map(
@@ -98,18 +98,18 @@ export async function start(platform: Platform, options: GatewayOptions): Promis
   const app = buildApp({
     routes: publicRoutes({ servers, replays }),
     authenticator: createAuthenticator({ db, keyCache, now }),
-    rateLimiter: createRateLimiter({ replicas: options.replicas }),
+    rateLimiter: createRateLimiter({ replicas: config.gateway.replicas }),
     db,
     isReady,
     now,
   });
-  await app.listen({ port: options.port, host: options.host });
+  await app.listen({ port: config.http.port ?? 8080, host: config.http.host });
   const port = app.server.address() as { port: number };
 
   const admin = await createRpcServer({
     name: "gateway-internal",
-    port: options.internalPort,
-    host: options.host,
+    port: config.http.internalPort,
+    host: config.http.host,
     routes(router) {
       router.service(IdentityAdminService, createIdentityAdminService({ db, keyCache, servers, replays }));
       router.service(ServersService, forwardService(ServersService, servers));
@@ -144,9 +144,8 @@ export async function start(platform: Platform, options: GatewayOptions): Promis
     async close() {
       // Stop taking requests first (in-flight ones finish), then the background work, then the pool.
       await Promise.all([app.close(), admin.close()]);
-      await nonceSweep.stop();
       await stopRevocations();
-      await relay.stop();
+      await Promise.all([nonceSweep.stop(), relay.stop(), retention.stop()]);
       await db.close();
     },
   };

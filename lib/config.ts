@@ -24,6 +24,8 @@ export type Config = Readonly<{
   bus: Readonly<{ natsUrl: string | undefined; namespace: string | undefined }>;
   serviceUrls: Readonly<Record<ServiceName, string>>;
   gateway: Readonly<{ replicas: number }>;
+  /** How long events stay replayable (streams' max age, published outbox rows) and consumers remember them. */
+  events: Readonly<{ retentionMs: number; inboxRetentionMs: number }>;
   webhooks: Readonly<{
     delivery: boolean;
     allowTargets: readonly string[];
@@ -40,15 +42,15 @@ export class ConfigError extends Error {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-const durationUnitsMs: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const durationUnitsMs: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 
-/** Parses "0,5s,5m,30m" into waits in milliseconds (a bare number is milliseconds). */
+/** Parses "0,5s,5m,30m,7d" into waits in milliseconds (a bare number is milliseconds). */
 export function parseDurationList(text: string): number[] | undefined {
   const parts = text.split(",").map((part) => part.trim());
   const out: number[] = [];
   for (const part of parts) {
-    const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(part);
+    const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(part);
     if (!match) return undefined;
     out.push(Math.round(Number(match[1]) * (durationUnitsMs[match[2] ?? "ms"] ?? 1)));
   }
@@ -110,10 +112,14 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
       `NATS_NAMESPACE must be 1 to 32 lower-case letters, digits or underscores, starting with a letter, got "${namespace}"`,
     );
   }
-  if (processName !== undefined && dbUrl === undefined) {
+  if (dbUrl !== undefined && natsUrl === undefined) {
+    // The in-process bus reads outbox tables by id, which is commit order only on the one-connection
+    // embedded database; with real Postgres events go through JetStream.
+    problems.push("NATS_URL must be set with DATABASE_URL (real Postgres runs with NATS JetStream)");
+  } else if (processName !== undefined && dbUrl === undefined) {
     problems.push(`DATABASE_URL must be set to run the ${processName} process on its own (distributed mode)`);
   }
-  if (processName !== undefined && natsUrl === undefined) {
+  if (processName !== undefined && natsUrl === undefined && dbUrl === undefined) {
     problems.push(`NATS_URL must be set to run the ${processName} process on its own (distributed mode)`);
   }
 
@@ -140,6 +146,22 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
   if (!retryScheduleMs) {
     problems.push(`WEBHOOK_RETRY_SCHEDULE must be comma-separated durations like "0,5s,5m", got "${scheduleText}"`);
   }
+  const duration = (name: string, fallback: string) => {
+    const text = value(name) ?? fallback;
+    const [ms] = parseDurationList(text) ?? [];
+    if (ms === undefined || text.includes(",") || ms < 60_000) {
+      problems.push(`${name} must be one duration of at least a minute, like "7d" or "36h", got "${text}"`);
+      return parseDurationList(fallback)?.[0] ?? 0;
+    }
+    return ms;
+  };
+  const eventRetentionMs = duration("EVENT_RETENTION", "7d");
+  const inboxRetentionMs = duration("INBOX_RETENTION", "8d");
+  if (inboxRetentionMs < eventRetentionMs) {
+    problems.push(
+      "INBOX_RETENTION must not be shorter than EVENT_RETENTION: a consumer must remember every event the bus can still redeliver",
+    );
+  }
   const level = value("LOG_LEVEL") ?? "info";
   if (!logLevels.includes(level)) problems.push(`LOG_LEVEL must be one of ${logLevels.join(", ")}, got "${level}"`);
 
@@ -154,6 +176,7 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
     bus: { natsUrl, namespace },
     serviceUrls,
     gateway: { replicas: integer("GATEWAY_REPLICAS", 1, 1, 1000) },
+    events: { retentionMs: eventRetentionMs, inboxRetentionMs },
     webhooks: {
       delivery: delivery !== "off",
       allowTargets,

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { Bus } from "./bus/bus.js";
-import { createMemoryBus } from "./bus/memory.js";
+import { createEmbeddedBus } from "./bus/embedded.js";
 import { createNatsBus } from "./bus/nats.js";
 import type { Config } from "./config.js";
 import { createPgDb } from "./db/db.js";
@@ -21,24 +21,30 @@ export type Platform = {
 export async function openPlatform(config: Config, name: string): Promise<Platform> {
   let embedded: EmbeddedPostgres | undefined;
   if (config.db.url === undefined) embedded = await openEmbeddedPostgres(join(config.db.dataDir, "pg"));
-  const bus = config.bus.natsUrl
-    ? await createNatsBus({ servers: config.bus.natsUrl, namespace: config.bus.namespace, name })
-    : createMemoryBus();
   const dbs: Db[] = [];
+  const openDb = (schema: string, options?: { poolMax?: number }): Db => {
+    const db = embedded
+      ? createEmbeddedDb(embedded, schema)
+      : createPgDb({
+          url: config.db.url as string,
+          schema,
+          poolMax: options?.poolMax,
+          applicationName: `replay-${schema}`,
+        });
+    dbs.push(db);
+    return db;
+  };
+  const bus = config.bus.natsUrl
+    ? await createNatsBus({
+        servers: config.bus.natsUrl,
+        namespace: config.bus.namespace,
+        name,
+        maxAgeMs: config.events.retentionMs,
+      })
+    : await createEmbeddedBus(openDb);
   return {
     bus,
-    openDb(schema, options) {
-      const db = embedded
-        ? createEmbeddedDb(embedded, schema)
-        : createPgDb({
-            url: config.db.url as string,
-            schema,
-            poolMax: options?.poolMax,
-            applicationName: `replay-${schema}`,
-          });
-      dbs.push(db);
-      return db;
-    },
+    openDb,
     async close() {
       await bus.close();
       await Promise.all(dbs.map((db) => db.close()));

@@ -1,15 +1,29 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import type { Bus } from "./bus/bus.js";
+import { type Consumer, startConsumer } from "./bus/consumer.js";
 import { outboxMigrations, startOutboxRelay } from "./bus/outbox.js";
+import { startRetentionWorker } from "./bus/retention.js";
+import type { Config } from "./config.js";
 import { migrate, readMigrations } from "./db/migrate.js";
 import type { Db } from "./db/types.js";
 import type { Platform } from "./platform.js";
 import { createHealthService } from "./rpc/health.js";
 import { createRpcServer } from "./rpc/server.js";
+import { startWorker, type WorkerSpec } from "./worker/worker.js";
 
 /** A started process part: its RPC address, and how to stop it (drain, then release). */
 export type Running = { url: string; close(): Promise<void> };
+
+/** What a service is built from: its schema's database, the bus, the configuration and the clock. */
+export type ServiceDeps = { db: Db; bus: Bus; config: Config; now: () => Date };
+
+/** What a service is made of: its RPC services, its consumers of others' events, its background workers. */
+export type ServiceParts = {
+  routes(router: ConnectRouter): void;
+  consumers?: readonly Consumer[];
+  workers?: readonly WorkerSpec[];
+};
 
 export type ServiceSpec = {
   /** The service's name, which is also its schema. */
@@ -18,43 +32,39 @@ export type ServiceSpec = {
   migrationsDir?: string;
   /** Fully-qualified names of the RPC services served, for grpc.health.v1. */
   healthNames: readonly string[];
-  /** Wires the service on its database and the bus: its RPC services and its event consumers. */
-  setup(
-    db: Db,
-    bus: Bus,
-  ): {
-    routes(router: ConnectRouter): void;
-    /** Starts the event consumers; resolves to their stop functions. */
-    consumers?(): Promise<(() => Promise<void>)[]>;
-  };
+  setup(deps: ServiceDeps): ServiceParts;
 };
 
 /**
  * Starts one service the same way in both run modes: its schema's migrations (the outbox and
- * inbox first), the outbox relay, its consumers, then the RPC server with grpc.health.v1. Stopping
- * reverses it: stop accepting and drain RPCs, stop consumers and the relay, release the pool.
+ * inbox first), the outbox relay and the event retention worker, its consumers and workers, then
+ * the RPC server with grpc.health.v1 on config.http. Stopping reverses it: stop accepting and drain
+ * RPCs, stop consumers and workers (each round gets the 10 s drain), then the relay, then the pool.
  */
-export async function startService(
-  spec: ServiceSpec,
-  platform: Platform,
-  listen: { port: number; host: string },
-): Promise<Running> {
+export async function startService(spec: ServiceSpec, config: Config, platform: Platform): Promise<Running> {
   const db = platform.openDb(spec.name);
   const own = spec.migrationsDir ? await readMigrations(spec.migrationsDir) : [];
   await migrate(db, [...outboxMigrations(spec.name), ...own]);
+  const now = () => new Date();
   const relay = startOutboxRelay({ db, bus: platform.bus });
-  const wired = spec.setup(db, platform.bus);
-  const stopConsumers = (await wired.consumers?.()) ?? [];
+  const retention = startRetentionWorker(db, {
+    eventsMs: config.events.retentionMs,
+    inboxMs: config.events.inboxRetentionMs,
+  });
+  const parts = spec.setup({ db, bus: platform.bus, config, now });
+  const consumerDeps = { db, bus: platform.bus, inboxMs: config.events.inboxRetentionMs, now };
+  const stopConsumers = await Promise.all((parts.consumers ?? []).map((c) => startConsumer(consumerDeps, c)));
+  const workers = (parts.workers ?? []).map((worker) => startWorker(worker));
   const isReady = async () => {
     await db.query("SELECT 1");
     return platform.bus.isReady();
   };
   const server = await createRpcServer({
     name: spec.name,
-    port: listen.port,
-    host: listen.host,
+    port: config.http.port ?? 0,
+    host: config.http.host,
     routes(router) {
-      wired.routes(router);
+      parts.routes(router);
       router.service(Health, createHealthService(spec.healthNames, isReady));
     },
   });
@@ -62,8 +72,8 @@ export async function startService(
     url: server.url,
     async close() {
       await server.close();
-      await Promise.all(stopConsumers.map((stop) => stop()));
-      await relay.stop();
+      await Promise.all([...stopConsumers.map((stop) => stop()), ...workers.map((worker) => worker.stop())]);
+      await Promise.all([relay.stop(), retention.stop()]);
       await db.close();
     },
   };

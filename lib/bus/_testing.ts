@@ -1,26 +1,51 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { connect } from "nats";
 import { describe, expect, it, onTestFinished } from "vitest";
-import type { Bus, BusHandler, BusMessage } from "./bus.js";
-import { createMemoryBus } from "./memory.js";
+import { isUniqueViolation } from "../db/errors.js";
+import type { Db } from "../db/types.js";
+import { assertPublishSubject, type Bus, type BusHandler, type BusMessage } from "./bus.js";
+import { createEmbeddedBus } from "./embedded.js";
 import { createNatsBus } from "./nats.js";
+import { enqueue } from "./outbox.js";
 
-/** A bus and, for tests of several processes, more connections to the same broker and namespace. */
-export type TestBus = { bus: Bus; connectPeer(): Promise<Bus> } & AsyncDisposable;
+/**
+ * A bus and, for tests of several processes, more connections to the same broker and namespace.
+ * `emit` sends an event the way its producer does: through JetStream, or, on the embedded bus,
+ * by committing it to the producer's outbox (an id already there is stored once, as JetStream's
+ * duplicate window does).
+ */
+export type TestBus = {
+  bus: Bus;
+  connectPeer(): Promise<Bus>;
+  emit(subject: string, eventId: string, data: Uint8Array): Promise<void>;
+} & AsyncDisposable;
 
 /**
  * A bus of its own for one test: with `NATS_URL`, JetStream under a random namespace whose
- * streams are deleted on dispose; without it, an in-process bus.
+ * streams are deleted on dispose; without it, the embedded bus on the test's database (`openDb`
+ * opens a schema of it).
  */
-export async function createTestBus(): Promise<TestBus> {
+export async function createTestBus(openDb: (schema: string) => Db): Promise<TestBus> {
   const servers = process.env.NATS_URL;
-  return servers ? createNatsTestBus(servers) : createMemoryTestBus();
+  return servers ? createNatsTestBus(servers) : createEmbeddedTestBus(openDb);
 }
 
-/** An in-process bus; its peers are the bus itself, as every "process" shares it. */
-export function createMemoryTestBus(): TestBus {
-  const bus = createMemoryBus();
-  return { bus, connectPeer: async () => bus, [Symbol.asyncDispose]: () => bus.close() };
+/** The embedded bus; its peers are the bus itself, as every "process" shares it. */
+export async function createEmbeddedTestBus(openDb: (schema: string) => Db): Promise<TestBus> {
+  const bus = await createEmbeddedBus(openDb);
+  return {
+    bus,
+    connectPeer: async () => bus,
+    async emit(subject, eventId, data) {
+      const producer = assertPublishSubject(subject);
+      try {
+        await openDb(producer).transaction((tx) => enqueue(tx, producer, { subject, eventId, payload: data }));
+      } catch (err) {
+        if (!isUniqueViolation(err)) throw err;
+      }
+    },
+    [Symbol.asyncDispose]: () => bus.close(),
+  };
 }
 
 /** A JetStream bus under a random namespace; dispose closes it and its peers and deletes the streams. */
@@ -30,6 +55,7 @@ export async function createNatsTestBus(servers: string): Promise<TestBus> {
   const peers: Bus[] = [];
   return {
     bus,
+    emit: (subject, eventId, data) => bus.publish(subject, eventId, data),
     async connectPeer() {
       const peer = await createNatsBus({ servers, namespace, name: `test-${namespace}-peer` });
       peers.push(peer);
@@ -95,8 +121,8 @@ export function describeBusContract(open: () => Promise<TestBus>): void {
       const { bus } = world;
       const first = randomUUID();
       const second = randomUUID();
-      await bus.publish("servers.server.created", first, encode("one"));
-      await bus.publish("servers.server.created", second, encode("two"));
+      await world.emit("servers.server.created", first, encode("one"));
+      await world.emit("servers.server.created", second, encode("two"));
       const got = recorder();
       const stop = await bus.subscribe("late", ["servers.server.created"], got.handler);
       onTestFinished(stop);
@@ -113,9 +139,9 @@ export function describeBusContract(open: () => Promise<TestBus>): void {
       onTestFinished(await bus.subscribe("dedup", ["replays.replay.deleted"], got.handler));
       const twice = randomUUID();
       const marker = randomUUID();
-      await bus.publish("replays.replay.deleted", twice, encode("a"));
-      await bus.publish("replays.replay.deleted", twice, encode("a"));
-      await bus.publish("replays.replay.deleted", marker, encode("b"));
+      await world.emit("replays.replay.deleted", twice, encode("a"));
+      await world.emit("replays.replay.deleted", twice, encode("a"));
+      await world.emit("replays.replay.deleted", marker, encode("b"));
       await waitFor("the marker", () => got.ids().includes(marker));
       expect(got.ids()).toEqual([twice, marker]);
     });
@@ -128,9 +154,9 @@ export function describeBusContract(open: () => Promise<TestBus>): void {
       const ready = randomUUID();
       const revoked = randomUUID();
       const other = randomUUID();
-      await bus.publish("replays.recording.started", other, encode(""));
-      await bus.publish("replays.asset.ready", ready, encode(""));
-      await bus.publish("identity.key.revoked", revoked, encode(""));
+      await world.emit("replays.recording.started", other, encode(""));
+      await world.emit("replays.asset.ready", ready, encode(""));
+      await world.emit("identity.key.revoked", revoked, encode(""));
       await waitFor("both matching events", () => got.received.length >= 2);
       // The marker on the unwanted subject's own durable proves it was published before we assert.
       const all = recorder();
@@ -154,7 +180,7 @@ export function describeBusContract(open: () => Promise<TestBus>): void {
           done = true;
         }),
       );
-      await bus.publish("servers.server.purged", eventId, encode(""));
+      await world.emit("servers.server.purged", eventId, encode(""));
       await waitFor("the third attempt", () => done, 15_000);
       expect(attempts).toHaveLength(3);
       // Backoff: the second retry waits longer than nothing.
@@ -165,7 +191,7 @@ export function describeBusContract(open: () => Promise<TestBus>): void {
       await using world = await open();
       const { bus } = world;
       const ids = Array.from({ length: 30 }, () => randomUUID());
-      for (const id of ids) await bus.publish("servers.server.connected", id, encode(id));
+      for (const id of ids) await world.emit("servers.server.connected", id, encode(id));
       const got = recorder();
       onTestFinished(await bus.subscribe("ordered", ["servers.server.connected"], got.handler));
       await waitFor("all events", () => got.received.length >= ids.length);
@@ -184,7 +210,7 @@ export function describeBusContract(open: () => Promise<TestBus>): void {
       onTestFinished(await world.bus.subscribe("shared", ["identity.tenant.upserted"], handler("one")));
       onTestFinished(await peer.subscribe("shared", ["identity.tenant.upserted"], handler("two")));
       const ids = Array.from({ length: 60 }, () => randomUUID());
-      for (const id of ids) await world.bus.publish("identity.tenant.upserted", id, encode(""));
+      for (const id of ids) await world.emit("identity.tenant.upserted", id, encode(""));
       await waitFor("all events", () => seen.length >= ids.length);
       expect([...seen].sort()).toEqual([...ids].sort());
       expect(byWho.one + byWho.two).toBe(ids.length);
@@ -207,13 +233,13 @@ export function describeBusContract(open: () => Promise<TestBus>): void {
         await gate;
         finished = true;
       });
-      await bus.publish("replays.recording.finished", first, encode(""));
+      await world.emit("replays.recording.finished", first, encode(""));
       await waitFor("the handler to start", () => started);
       let stopped = false;
       const stopping = stop().then(() => {
         stopped = true;
       });
-      await bus.publish("replays.recording.finished", second, encode(""));
+      await world.emit("replays.recording.finished", second, encode(""));
       expect(stopped).toBe(false);
       release();
       await stopping;

@@ -1,12 +1,25 @@
-/** One event as a consumer sees it: its subject, its event id and the encoded payload. */
-export type BusMessage = { subject: string; eventId: string; data: Uint8Array };
+import type { Tx } from "../db/types.js";
+
+/**
+ * One event as a consumer sees it: its subject, its event id and the encoded payload. `settle`,
+ * where the adapter has it, records inside the consumer's own transaction that this message is
+ * done (the embedded bus's cursor), so the handler's effect and the bus's position commit together;
+ * the JetStream adapter has none and acks once the handler resolved.
+ */
+export type BusMessage = {
+  subject: string;
+  eventId: string;
+  data: Uint8Array;
+  settle?: (tx: Tx) => Promise<void>;
+};
 
 /** Applies one event; a rejection asks for redelivery (durable) or is logged (broadcast). */
 export type BusHandler = (msg: BusMessage) => Promise<void>;
 
 /**
  * The event bus of ARCHITECTURE.md §Events. Two adapters implement it: JetStream (`nats.ts`) for
- * the distributed mode and an in-process one (`memory.ts`) for the embedded mode.
+ * the distributed mode and the embedded one (`embedded.ts`), whose durables read the producers'
+ * outbox tables, for the embedded mode.
  */
 export interface Bus {
   /** Publishes durably: resolves once the broker has stored it; the same eventId published twice is stored once. */

@@ -28,12 +28,14 @@ export type NatsBusOptions = {
   namespace?: string;
   /** The connection name the server shows (monitoring). */
   name?: string;
+  /** The streams' max age (config EVENT_RETENTION): older events are dropped by the server. */
+  maxAgeMs?: number;
 };
 
 /**
  * The JetStream adapter of the distributed mode. It connects with unlimited reconnects and
- * makes sure the producers' streams exist (file storage, limits retention, a duplicate window of
- * two minutes), creating or updating them so that replicas may start at the same time. The event
+ * makes sure the producers' streams exist (file storage, limits retention with the configured max
+ * age, a duplicate window of two minutes), creating or updating them so that replicas may start at the same time. The event
  * id travels as `Nats-Msg-Id`, so JetStream stores a re-published event once.
  *
  * `subscribe` maps each subject filter of a durable to one durable pull consumer on the
@@ -61,7 +63,9 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
   let jsm: JetStreamManager;
   try {
     jsm = await nc.jetstreamManager();
-    for (const producer of producers) await ensureStream(jsm, streamOf(producer), [toWire(`${producer}.>`)]);
+    for (const producer of producers) {
+      await ensureStream(jsm, streamOf(producer), [toWire(`${producer}.>`)], options.maxAgeMs ?? 0);
+    }
   } catch (err) {
     await nc.close();
     throw err;
@@ -288,8 +292,8 @@ function consumerName(durable: string, pattern: string): string {
   return `${durable}-${tokens.join("-")}`;
 }
 
-async function ensureStream(jsm: JetStreamManager, name: string, subjects: string[]): Promise<void> {
-  const settings = { subjects, duplicate_window: nanos(duplicateWindowMs) };
+async function ensureStream(jsm: JetStreamManager, name: string, subjects: string[], maxAgeMs: number): Promise<void> {
+  const settings = { subjects, duplicate_window: nanos(duplicateWindowMs), max_age: nanos(maxAgeMs) };
   try {
     await jsm.streams.add({ name, storage: StorageType.File, retention: RetentionPolicy.Limits, ...settings });
   } catch (err) {
@@ -299,10 +303,11 @@ async function ensureStream(jsm: JetStreamManager, name: string, subjects: strin
     const { config } = await jsm.streams.info(name);
     const current = config.duplicate_window ?? 0;
     const sameSubjects = subjects.every((s) => config.subjects.includes(s));
-    if (current >= settings.duplicate_window && sameSubjects) return;
+    if (current >= settings.duplicate_window && sameSubjects && config.max_age === settings.max_age) return;
     await jsm.streams.update(name, {
       subjects: [...new Set([...config.subjects, ...subjects])],
       duplicate_window: Math.max(current, settings.duplicate_window),
+      max_age: settings.max_age,
     });
     log.info({ stream: name }, "updated stream settings");
   }

@@ -79,9 +79,9 @@ describe("outbox", () => {
 
   it("publishes nothing for an event enqueued in a rolled-back transaction", async () => {
     const db = await openDb();
-    await using b = await createTestBus();
+    await using b = await createTestBus(testDb.dbFor);
     const got = recorder();
-    onTestFinished(await b.bus.subscribe("rollback", [subject], got.handler));
+    onTestFinished(await b.bus.broadcast([subject], got.handler));
     await using _relay = startOutboxRelay({ db: db, bus: b.bus, pollMs: 50 });
 
     const rolledBack = randomUUID();
@@ -101,10 +101,10 @@ describe("outbox", () => {
 
   it("publishes every committed event exactly once, in commit order, and marks it published", async () => {
     const db = await openDb();
-    await using b = await createTestBus();
+    await using b = await createTestBus(testDb.dbFor);
     const bus = countingBus(b.bus);
     const got = recorder();
-    onTestFinished(await b.bus.subscribe("all_once", [subject], got.handler));
+    onTestFinished(await b.bus.broadcast([subject], got.handler));
     // A small batch makes the relay go through several rounds.
     await using _relay = startOutboxRelay({ db: db, bus, pollMs: 50, batchSize: 7 });
 
@@ -118,7 +118,7 @@ describe("outbox", () => {
 
   it("publishes each event once when two relays run side by side", async () => {
     const db = await openDb();
-    await using b = await createTestBus();
+    await using b = await createTestBus(testDb.dbFor);
     const bus = countingBus(b.bus);
     await using _one = startOutboxRelay({ db: db, bus, pollMs: 20, batchSize: 5 });
     await using _two = startOutboxRelay({ db: db, bus, pollMs: 20, batchSize: 5 });
@@ -132,10 +132,10 @@ describe("outbox", () => {
 
   it("keeps rows whose publish failed and publishes them after backing off", async () => {
     const db = await openDb();
-    await using b = await createTestBus();
+    await using b = await createTestBus(testDb.dbFor);
     const bus = countingBus(b.bus, 3);
     const got = recorder();
-    onTestFinished(await b.bus.subscribe("after_failure", [subject], got.handler));
+    onTestFinished(await b.bus.broadcast([subject], got.handler));
     const ids = await enqueueCommitted(db, 5);
     await using _relay = startOutboxRelay({ db: db, bus, pollMs: 50 });
 
@@ -146,7 +146,7 @@ describe("outbox", () => {
 
   it("wakes on NOTIFY without waiting for the next poll", async () => {
     const db = await openDb();
-    await using b = await createTestBus();
+    await using b = await createTestBus(testDb.dbFor);
     const bus = countingBus(b.bus);
     await using _relay = startOutboxRelay({ db: db, bus, pollMs: 60_000 });
     // The first round runs at start; only a notification can start the next within the minute.
@@ -157,7 +157,7 @@ describe("outbox", () => {
 
   it("stop waits for the running round", async () => {
     const db = await openDb();
-    await using b = await createTestBus();
+    await using b = await createTestBus(testDb.dbFor);
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => {
       release = resolve;

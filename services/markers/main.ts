@@ -1,9 +1,10 @@
 import { MarkersService } from "../../gen/replay/markers/v1/markers_pb.js";
+import type { Config } from "../../lib/config.js";
 import type { Platform } from "../../lib/platform.js";
 import { type Running, startService } from "../../lib/service-host.js";
 
 /** The markers service: timeline markers. Its RPCs land with the markers issue (Unimplemented until then). */
-export function start(platform: Platform, listen: { port: number; host: string }): Promise<Running> {
+export function start(config: Config, platform: Platform): Promise<Running> {
   return startService(
     {
       name: "markers",
@@ -14,7 +15,7 @@ export function start(platform: Platform, listen: { port: number; host: string }
         },
       }),
     },
+    config,
     platform,
-    listen,
   );
 }

@@ -1,11 +1,12 @@
 import { RecordingService } from "../../gen/replay/replays/v1/recording_pb.js";
 import { ReplaysService } from "../../gen/replay/replays/v1/replays_pb.js";
+import type { Config } from "../../lib/config.js";
 import type { Platform } from "../../lib/platform.js";
 import { type Running, startService } from "../../lib/service-host.js";
 import { createReplaysService } from "./service.js";
 
 /** The replays service: replay reads and deletes, the recording lifecycle and operator actions. */
-export function start(platform: Platform, listen: { port: number; host: string }): Promise<Running> {
+export function start(config: Config, platform: Platform): Promise<Running> {
   return startService(
     {
       name: "replays",
@@ -17,7 +18,7 @@ export function start(platform: Platform, listen: { port: number; host: string }
         },
       }),
     },
+    config,
     platform,
-    listen,
   );
 }

@@ -1,13 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { createTestBus, waitFor } from "../../lib/bus/_testing.js";
+import { applyEvent, startConsumer } from "../../lib/bus/consumer.js";
 import { buildEvent } from "../../lib/bus/events.js";
 import { outboxMigrations } from "../../lib/bus/outbox.js";
 import { createTestDb } from "../../lib/db/_testing.js";
 import { migrate, readMigrations } from "../../lib/db/migrate.js";
 import type { Db } from "../../lib/db/types.js";
 import { sourceFolder } from "../../lib/paths.js";
-import { startServersConsumers } from "./events.js";
+import { serversConsumers } from "./events.js";
 import * as store from "./store.js";
 
 // The servers service's projections, fed through the real bus adapter (NATS with NATS_URL, else
@@ -18,11 +19,13 @@ async function setup() {
     ...outboxMigrations("servers"),
     ...(await readMigrations(sourceFolder(import.meta.url, "./migrations"))),
   ]);
-  const testBus = await createTestBus();
-  const stops = await startServersConsumers(testDb.db, testBus.bus);
+  const testBus = await createTestBus(testDb.dbFor);
+  const deps = { db: testDb.db, bus: testBus.bus, inboxMs: 86_400_000, now: () => new Date() };
+  const stops = await Promise.all(serversConsumers.map((consumer) => startConsumer(deps, consumer)));
   return {
     db: testDb.db,
-    bus: testBus.bus,
+    bus: testBus,
+    deps,
     async [Symbol.asyncDispose]() {
       for (const stop of stops) await stop();
       await testBus[Symbol.asyncDispose]();
@@ -49,16 +52,16 @@ describe("servers projections", () => {
         version: BigInt(version),
       });
     const v2 = plan(2, 7);
-    await ctx.bus.publish(v2.subject, v2.eventId, v2.payload);
+    await ctx.bus.emit(v2.subject, v2.eventId, v2.payload);
     await waitFor("plan v2", async () => (await store.findTenantPlan(ctx.db, tenantId))?.server_limit === 7);
     const v1 = plan(1, 3);
-    await ctx.bus.publish(v1.subject, v1.eventId, v1.payload);
+    await ctx.bus.emit(v1.subject, v1.eventId, v1.payload);
     const v3 = plan(3, 9);
-    await ctx.bus.publish(v3.subject, v3.eventId, v3.payload);
+    await ctx.bus.emit(v3.subject, v3.eventId, v3.payload);
     await waitFor("plan v3", async () => (await store.findTenantPlan(ctx.db, tenantId))?.server_limit === 9);
   });
 
-  it("counts a server's existing replays, applying each event once even when it is delivered again", async () => {
+  it("counts a server's existing replays, applying each event once even when it is delivered again past the bus", async () => {
     await using ctx = await setup();
     const tenantId = randomUUID();
     const serverId = randomUUID();
@@ -68,10 +71,7 @@ describe("servers projections", () => {
       ...replays.map((replayId) => buildEvent("replays.recording.started", { tenantId, replayId, serverId })),
       buildEvent("replays.replay.deleted", { tenantId, replayId: replays[0], serverId, sizeBytes: 10n }),
     ];
-    for (const event of events) await ctx.bus.publish(event.subject, event.eventId, event.payload);
-    // The same event id again, as a redelivery would bring it; the inbox applies it once.
-    const again = events[1];
-    if (again) await ctx.bus.publish(again.subject, again.eventId, again.payload);
+    for (const event of events) await ctx.bus.emit(event.subject, event.eventId, event.payload);
     // Subjects are consumed independently, so wait until the inbox holds all four, then count.
     await waitFor("all four events applied", async () => {
       const { rows } = await ctx.db.query<{ n: number }>(
@@ -80,6 +80,13 @@ describe("servers projections", () => {
       );
       return rows[0]?.n === 4;
     });
+    expect((await store.findServerById(ctx.db, tenantId, serverId))?.replay_count).toBe(2);
+    // The deleted replay's start again, as a new message no broker de-duplication would catch: the
+    // inbox knows the event and the replay stays deleted.
+    const again = events[0] as (typeof events)[0];
+    const consumer = serversConsumers.find((c) => c.durable === "servers_replays") as (typeof serversConsumers)[0];
+    const redelivered = { subject: again.subject, eventId: randomUUID(), data: again.payload };
+    expect(await applyEvent(ctx.deps, consumer, redelivered)).toBe(false);
     expect((await store.findServerById(ctx.db, tenantId, serverId))?.replay_count).toBe(2);
   });
 
@@ -92,7 +99,7 @@ describe("servers projections", () => {
     const deleted = buildEvent("replays.replay.deleted", { tenantId, replayId, serverId, sizeBytes: 1n });
     const started = buildEvent("replays.recording.started", { tenantId, replayId, serverId });
     const marker = buildEvent("replays.recording.started", { tenantId, replayId: randomUUID(), serverId });
-    for (const event of [deleted, started, marker]) await ctx.bus.publish(event.subject, event.eventId, event.payload);
+    for (const event of [deleted, started, marker]) await ctx.bus.emit(event.subject, event.eventId, event.payload);
     await waitFor(
       "the later replay counted",
       async () => (await store.findServerById(ctx.db, tenantId, serverId))?.replay_count === 1,

@@ -1,30 +1,31 @@
 import { RecorderService } from "../../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
+import type { Config } from "../../lib/config.js";
 import { sourceFolder } from "../../lib/paths.js";
 import type { Platform } from "../../lib/platform.js";
 import { type Running, startService } from "../../lib/service-host.js";
-import { startServersConsumers } from "./events.js";
+import { serversConsumers } from "./events.js";
 import { createRecorderService, createServersService } from "./service.js";
 
 /** The servers service: management RPCs, recorder check-in, categories, plan slots. */
-export function start(platform: Platform, listen: { port: number; host: string }): Promise<Running> {
+export function start(config: Config, platform: Platform): Promise<Running> {
   return startService(
     {
       name: "servers",
       migrationsDir: sourceFolder(import.meta.url, "./migrations"),
       healthNames: [ServersService.typeName, RecorderService.typeName],
-      setup(db, bus) {
-        const deps = { db, now: () => new Date() };
+      setup({ db, now }) {
+        const deps = { db, now };
         return {
           routes(router) {
             router.service(ServersService, createServersService(deps));
             router.service(RecorderService, createRecorderService(deps));
           },
-          consumers: () => startServersConsumers(db, bus),
+          consumers: serversConsumers,
         };
       },
     },
+    config,
     platform,
-    listen,
   );
 }

@@ -8,7 +8,8 @@ import { join } from "node:path";
 import { connect } from "nats";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { waitFor } from "../../lib/bus/_testing.js";
-import { handleOnce } from "../../lib/bus/inbox.js";
+import { startConsumer } from "../../lib/bus/consumer.js";
+import { buildEvent } from "../../lib/bus/events.js";
 import { createNatsBus } from "../../lib/bus/nats.js";
 import { enqueue, outboxMigrations, startOutboxRelay } from "../../lib/bus/outbox.js";
 import { createTestDb } from "../../lib/db/_testing.js";
@@ -16,7 +17,7 @@ import { migrate } from "../../lib/db/migrate.js";
 
 const natsServerBin = "/usr/sbin/nats-server";
 const schema = "fault_outbox";
-const subject = "servers.server.created";
+const subject = "servers.server.created" as const;
 const consumer = "fault_projection";
 const restarts = 3;
 const downtimeMs = 1_000;
@@ -110,12 +111,18 @@ describe.skipIf(missing.length > 0)(
 
       let deliveries = 0;
       await using _consumer = disposable(
-        await consumerBus.subscribe(consumer, [subject], async (msg) => {
-          deliveries++;
-          await handleOnce(db, consumer, msg.eventId, async (tx) => {
-            await tx.query(`INSERT INTO ${schema}.received (event_id) VALUES ($1)`, [msg.eventId]);
-          });
-        }),
+        await startConsumer(
+          { db, bus: consumerBus, inboxMs: 86_400_000, now: () => new Date() },
+          {
+            durable: consumer,
+            handlers: {
+              [subject]: async (tx, event) => {
+                deliveries++;
+                await tx.query(`INSERT INTO ${schema}.received (event_id) VALUES ($1)`, [event.eventId]);
+              },
+            },
+          },
+        ),
       );
       await using _relay = startOutboxRelay({ db, bus: producerBus, pollMs: 100, batchSize: 20 });
 
@@ -135,7 +142,8 @@ describe.skipIf(missing.length > 0)(
           try {
             await db.transaction(async (tx) => {
               for (const eventId of ids) {
-                await enqueue(tx, schema, { subject, eventId, payload: new TextEncoder().encode(eventId) });
+                const event = buildEvent(subject, { eventId, tenantId: eventId, serverId: eventId, categoryId: "" });
+                await enqueue(tx, schema, event);
               }
               if (rollback) throw new Error("rolled back on purpose");
             });

@@ -1,0 +1,112 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { createTestDb, type TestDb } from "../db/_testing.js";
+import { migrate } from "../db/migrate.js";
+import type { Db } from "../db/types.js";
+import { createTestBus, waitFor } from "./_testing.js";
+import type { BusMessage } from "./bus.js";
+import { applyEvent, type Consumer, type ConsumerDeps, startConsumer } from "./consumer.js";
+import { buildEvent } from "./events.js";
+import { outboxMigrations } from "./outbox.js";
+
+// One database per file, with a consumer schema whose `applied` table counts every time a handler
+// ran: a handler that is not idempotent, so only the inbox can keep it to once.
+let testDb: TestDb;
+let db: Db;
+beforeAll(async () => {
+  testDb = await createTestDb("consumer_test");
+  db = testDb.db;
+  await migrate(db, [
+    ...outboxMigrations("consumer_test"),
+    { id: "test/001_applied.sql", sql: "CREATE TABLE consumer_test.applied (tenant_id uuid NOT NULL)" },
+  ]);
+});
+afterAll(() => testDb[Symbol.asyncDispose]());
+
+const deps = (): ConsumerDeps => ({ db, bus: undefined as never, inboxMs: 86_400_000, now: () => new Date() });
+
+function countingConsumer(durable: string, fail?: () => boolean): Consumer {
+  return {
+    durable,
+    handlers: {
+      "servers.server.created": async (tx, event) => {
+        await tx.query("INSERT INTO consumer_test.applied (tenant_id) VALUES ($1)", [event.tenantId]);
+        if (fail?.()) throw new Error("projection failed");
+      },
+    },
+  };
+}
+
+async function appliedCount(tenantId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM consumer_test.applied WHERE tenant_id = $1",
+    [tenantId],
+  );
+  return rows[0]?.n ?? -1;
+}
+
+/** The same event as a new transport message: a duplicate no broker de-duplication would catch. */
+function message(event: { subject: string; payload: Uint8Array }): BusMessage {
+  return { subject: event.subject, eventId: randomUUID(), data: event.payload };
+}
+
+describe("consumer", () => {
+  it("applies an event delivered again under another message id once, by the event's own id", async () => {
+    const tenantId = randomUUID();
+    const event = buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" });
+    const consumer = countingConsumer("once");
+    expect(await applyEvent(deps(), consumer, message(event))).toBe(true);
+    expect(await applyEvent(deps(), consumer, message(event))).toBe(false);
+    expect(await appliedCount(tenantId)).toBe(1);
+  });
+
+  it("applies an event delivered to several replicas at once exactly once", async () => {
+    const tenantId = randomUUID();
+    const event = buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" });
+    const consumer = countingConsumer("racing");
+    const results = await Promise.all(Array.from({ length: 8 }, () => applyEvent(deps(), consumer, message(event))));
+    expect(results.filter(Boolean)).toHaveLength(1);
+    expect(await appliedCount(tenantId)).toBe(1);
+  });
+
+  it("records nothing when the handler fails, so the redelivery applies it", async () => {
+    const tenantId = randomUUID();
+    const event = buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" });
+    let failing = true;
+    const consumer = countingConsumer("failing", () => failing);
+    await expect(applyEvent(deps(), consumer, message(event))).rejects.toThrow("projection failed");
+    expect(await appliedCount(tenantId)).toBe(0);
+    failing = false;
+    expect(await applyEvent(deps(), consumer, message(event))).toBe(true);
+    expect(await appliedCount(tenantId)).toBe(1);
+  });
+
+  it("applies the same event once for each consumer", async () => {
+    const tenantId = randomUUID();
+    const event = buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" });
+    expect(await applyEvent(deps(), countingConsumer("first"), message(event))).toBe(true);
+    expect(await applyEvent(deps(), countingConsumer("second"), message(event))).toBe(true);
+    expect(await applyEvent(deps(), countingConsumer("second"), message(event))).toBe(false);
+    expect(await appliedCount(tenantId)).toBe(2);
+  });
+
+  it("does not apply an event older than the inbox window, which it could no longer tell from a duplicate", async () => {
+    const tenantId = randomUUID();
+    const event = buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" });
+    const later = { ...deps(), now: () => new Date(Date.now() + 2 * 86_400_000) };
+    expect(await applyEvent(later, countingConsumer("late"), message(event))).toBe(false);
+    expect(await appliedCount(tenantId)).toBe(0);
+  });
+
+  it("consumes from the bus: decodes, applies once, and settles", async () => {
+    await using testBus = await createTestBus(testDb.dbFor);
+    const tenantId = randomUUID();
+    const consumer = countingConsumer(`bus_${randomUUID().slice(0, 8)}`);
+    onTestFinished(await startConsumer({ ...deps(), bus: testBus.bus }, consumer));
+    const events = Array.from({ length: 5 }, () =>
+      buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" }),
+    );
+    for (const event of events) await testBus.emit(event.subject, event.eventId, event.payload);
+    await waitFor("every event applied", async () => (await appliedCount(tenantId)) === 5);
+  });
+});

@@ -1,0 +1,69 @@
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import type { Db, Tx } from "../db/types.js";
+import { logger } from "../log.js";
+import type { Bus, BusMessage } from "./bus.js";
+import { decodeEvent, type EventOf, type EventSubject } from "./events.js";
+import { recordInbox } from "./inbox.js";
+
+const log = logger("lib:bus:consumer");
+
+/** Applies one decoded event inside the consumer's transaction. */
+export type EventHandler<S extends EventSubject> = (tx: Tx, event: EventOf<S>) => Promise<void>;
+
+/** A service's consumer of other services' events: one durable name, one handler per subject. */
+export type Consumer = {
+  durable: string;
+  handlers: { [S in EventSubject]?: EventHandler<S> };
+};
+
+export type ConsumerDeps = {
+  db: Db;
+  bus: Bus;
+  /** The inbox window (config INBOX_RETENTION): an older event cannot be told from one applied already. */
+  inboxMs: number;
+  now: () => Date;
+};
+
+/**
+ * Subscribes `consumer` under its durable name to the subjects it has handlers for. Each message is
+ * decoded and applied by applyEvent.
+ */
+export function startConsumer(deps: ConsumerDeps, consumer: Consumer): Promise<() => Promise<void>> {
+  const subjects = Object.keys(consumer.handlers) as EventSubject[];
+  return deps.bus.subscribe(consumer.durable, subjects, async (msg) => {
+    await applyEvent(deps, consumer, msg);
+  });
+}
+
+/**
+ * Applies one message at most once per consumer: in one transaction it records the event's own id
+ * (from the payload, not the transport's message id) in the consumer's inbox, runs the handler if
+ * the id is new, and settles the message with the bus. Resolves to whether the handler ran.
+ *
+ * An event older than the inbox window is not applied: its id may have been pruned from the inbox
+ * after it was applied, so applying it could apply it twice. The stream keeps events no longer than
+ * the inbox window (config), so only an operator's manual replay of old events can bring one; it
+ * is logged as an error with its id, for the operator to judge.
+ */
+export async function applyEvent(deps: ConsumerDeps, consumer: Consumer, msg: BusMessage): Promise<boolean> {
+  const subject = msg.subject as EventSubject;
+  const handle = consumer.handlers[subject] as EventHandler<EventSubject> | undefined;
+  if (!handle) throw new Error(`consumer ${consumer.durable} has no handler for ${msg.subject}`);
+  const event = decodeEvent(subject, msg.data);
+  const occurredAt = event.occurredAt ? timestampDate(event.occurredAt) : undefined;
+  const tooOld = occurredAt !== undefined && deps.now().getTime() - occurredAt.getTime() > deps.inboxMs;
+  return deps.db.transaction(async (tx) => {
+    let applied = false;
+    if (tooOld) {
+      log.error(
+        { durable: consumer.durable, subject, eventId: event.eventId, occurredAt },
+        "event older than the inbox window; not applied, as it may have been applied before",
+      );
+    } else if (await recordInbox(tx, deps.db.schema, consumer.durable, event.eventId)) {
+      await handle(tx, event);
+      applied = true;
+    }
+    await msg.settle?.(tx);
+    return applied;
+  });
+}
