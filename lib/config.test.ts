@@ -59,6 +59,22 @@ describe("loadConfig", () => {
     expect(() => loadConfig({}, "markers")).toThrow(/DATABASE_URL must be set[\s\S]*NATS_URL must be set/);
   });
 
+  it("keeps events 7 days and inbox ids 8 days by default, and never the inbox shorter than the events", () => {
+    const defaults = loadConfig({});
+    expect(defaults.events).toEqual({ retentionMs: 7 * 86_400_000, inboxRetentionMs: 8 * 86_400_000 });
+    expect(loadConfig({ EVENT_RETENTION: "36h", INBOX_RETENTION: "2d" }).events).toEqual({
+      retentionMs: 36 * 3_600_000,
+      inboxRetentionMs: 2 * 86_400_000,
+    });
+    expect(() => loadConfig({ EVENT_RETENTION: "9d" })).toThrow(/INBOX_RETENTION must not be shorter/);
+    expect(() => loadConfig({ EVENT_RETENTION: "10s" })).toThrow(/EVENT_RETENTION must be one duration/);
+    expect(() => loadConfig({ INBOX_RETENTION: "1d,2d" })).toThrow(/INBOX_RETENTION must be one duration/);
+  });
+
+  it("refuses real Postgres without NATS: the in-process bus relies on the embedded database's commit order", () => {
+    expect(() => loadConfig({ DATABASE_URL: "postgres://db/x" })).toThrow(/NATS_URL must be set with DATABASE_URL/);
+  });
+
   it("returns a frozen object", () => {
     const config = loadConfig({});
     expect(Object.isFrozen(config.webhooks.retryScheduleMs)).toBe(true);
