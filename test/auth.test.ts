@@ -2,7 +2,7 @@
 // signing", "Tenancy") against the distributed deployment with two gateway replicas.
 import { createHash, createHmac, randomBytes, randomUUID } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   canonicalQuery,
   canonicalString,
@@ -14,7 +14,9 @@ import {
 import { expectProblem } from "./expect.js";
 import { ALL_SCOPES, provisionTenant, type Res, type Signer, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
-import { distributedSkipReason, type System, startDistributedSystem } from "./system.js";
+import { grpcCheckIn } from "./recorder.js";
+import { sharedSystems } from "./shared-system.js";
+import type { SystemHandle } from "./system.js";
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -161,23 +163,16 @@ function signedRoutes(): { method: string; path: string; body?: string }[] {
   ];
 }
 
-/** A connected server row for a tenant, seeded in the servers schema (no public route creates one yet). */
-async function seedServer(sys: System, tenantId: string, name: string): Promise<string> {
-  const client = new pg.Client({ connectionString: sys.databaseUrl });
-  await client.connect();
-  try {
-    const serverId = randomUUID();
-    await client.query(
-      "INSERT INTO servers.server (server_id, tenant_id, name, state) VALUES ($1, $2, $3, 'connected')",
-      [serverId, tenantId, name],
-    );
-    return serverId;
-  } finally {
-    await client.end();
-  }
+/** A connected server of the tenant: a pending setup through the API, connected by its first check-in. */
+async function seedServer(sys: SystemHandle, bearer: Record<string, string>, name: string): Promise<string> {
+  const created = await send(sys.baseUrl, "POST", "/v1/api/servers", { headers: bearer, body: { name } });
+  if (created.status !== 201) throw new Error(`creating a server failed: ${created.text}`);
+  const serverId = created.body.serverId as string;
+  await grpcCheckIn(sys.internalUrl, serverId);
+  return serverId;
 }
 
-async function apiKeyRow(sys: System, keyId: string): Promise<Record<string, unknown> | undefined> {
+async function apiKeyRow(sys: SystemHandle, keyId: string): Promise<Record<string, unknown> | undefined> {
   const client = new pg.Client({ connectionString: sys.databaseUrl });
   await client.connect();
   try {
@@ -190,38 +185,32 @@ async function apiKeyRow(sys: System, keyId: string): Promise<Record<string, unk
 
 // ---------------------------------------------------------------------------------------------
 
-describe.skipIf(distributedSkipReason())("authentication and tenancy (distributed, two gateway replicas)", () => {
-  let sys: System;
-  let url0: string;
-  let url1: string;
-
-  beforeAll(async () => {
-    sys = await startDistributedSystem({ gateways: 2 });
-    [url0 = "", url1 = ""] = sys.gatewayUrls;
-  });
-
-  afterAll(async () => {
-    if (!sys) return;
-    const codes = await sys.stop();
-    expect(codes, sys.output()).toEqual(codes.map(() => 0));
-  });
+// Every rule on each shared system: the embedded one (one gateway) and the distributed one (two
+// gateway replicas, where "the other replica" is a second process).
+describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
+  const [url0 = "", url1 = url0] = sys.gatewayUrls;
+  const oneReplica = sys.gatewayUrls.length < 2;
 
   const tenant = () => provisionTenant(sys, ROOMY);
 
   describe("API keys", () => {
-    it("mints keys as svc_live_ followed by 40 base62 characters, a new one every time, stored only as SHA-256 hex", async () => {
-      const t = await tenant();
-      const minted = [{ keyId: t.keyId, key: t.key }];
-      for (const scopes of [["servers:read"], ["replays:read", "replays:write"], ALL_SCOPES])
-        minted.push(await t.mintKey(scopes));
-      minted.push(await t.mintKey(["servers:read"], null));
-      for (const { key } of minted) expect(key).toMatch(API_KEY_FORMAT);
-      expect(new Set(minted.map((m) => m.key)).size).toBe(minted.length);
+    // Reads the identity schema, which only the distributed system exposes to the test.
+    it.skipIf(!sys.databaseUrl)(
+      "mints keys as svc_live_ followed by 40 base62 characters, a new one every time, stored only as SHA-256 hex",
+      async () => {
+        const t = await tenant();
+        const minted = [{ keyId: t.keyId, key: t.key }];
+        for (const scopes of [["servers:read"], ["replays:read", "replays:write"], ALL_SCOPES])
+          minted.push(await t.mintKey(scopes));
+        minted.push(await t.mintKey(["servers:read"], null));
+        for (const { key } of minted) expect(key).toMatch(API_KEY_FORMAT);
+        expect(new Set(minted.map((m) => m.key)).size).toBe(minted.length);
 
-      const row = await apiKeyRow(sys, t.keyId);
-      expect(row?.key_hash).toBe(sha256Hex(t.key));
-      expect(JSON.stringify(row)).not.toContain(t.key.slice("svc_live_".length));
-    });
+        const row = await apiKeyRow(sys, t.keyId);
+        expect(row?.key_hash).toBe(sha256Hex(t.key));
+        expect(JSON.stringify(row)).not.toContain(t.key.slice("svc_live_".length));
+      },
+    );
 
     it("a correctly authenticated key is accepted on every gateway replica", async () => {
       const t = await tenant();
@@ -922,24 +911,34 @@ describe.skipIf(distributedSkipReason())("authentication and tenancy (distribute
       }
     });
 
-    it("the nonce check holds across gateway replicas: a request accepted by one is NONCE_REUSED on the other", async () => {
-      const t = await tenant();
-      const auth = authorization(sign(t.signer, "GET", "/v1/replays"));
-      const first = await call(url0, "GET", "/v1/replays", auth);
-      expect(first.status, first.text).toBe(200);
-      expectProblem(await call(url1, "GET", "/v1/replays", auth), 401, "NONCE_REUSED", "replica 1 after replica 0");
-      expectProblem(await call(url0, "GET", "/v1/replays", auth), 401, "NONCE_REUSED", "replica 0 again");
+    it.skipIf(oneReplica)(
+      "the nonce check holds across gateway replicas: a request accepted by one is NONCE_REUSED on the other",
+      async () => {
+        const t = await tenant();
+        const auth = authorization(sign(t.signer, "GET", "/v1/replays"));
+        const first = await call(url0, "GET", "/v1/replays", auth);
+        expect(first.status, first.text).toBe(200);
+        expectProblem(await call(url1, "GET", "/v1/replays", auth), 401, "NONCE_REUSED", "replica 1 after replica 0");
+        expectProblem(await call(url0, "GET", "/v1/replays", auth), 401, "NONCE_REUSED", "replica 0 again");
 
-      const reverse = authorization(sign(t.signer, "GET", "/v1/replays"));
-      expect((await call(url1, "GET", "/v1/replays", reverse)).status).toBe(200);
-      expectProblem(await call(url0, "GET", "/v1/replays", reverse), 401, "NONCE_REUSED", "replica 0 after replica 1");
-    });
+        const reverse = authorization(sign(t.signer, "GET", "/v1/replays"));
+        expect((await call(url1, "GET", "/v1/replays", reverse)).status).toBe(200);
+        expectProblem(
+          await call(url0, "GET", "/v1/replays", reverse),
+          401,
+          "NONCE_REUSED",
+          "replica 0 after replica 1",
+        );
+      },
+    );
 
-    it("one signed request sent concurrently to both replicas is accepted exactly once", async () => {
+    it("one signed request sent concurrently (to every replica) is accepted exactly once", async () => {
       const t = await tenant();
       const auth = authorization(sign(t.signer, "GET", "/v1/replays"));
       const results = await Promise.all(
-        Array.from({ length: 10 }, (_, i) => call(sys.gatewayUrls[i % 2] as string, "GET", "/v1/replays", auth)),
+        Array.from({ length: 10 }, (_, i) =>
+          call(sys.gatewayUrls[i % sys.gatewayUrls.length] as string, "GET", "/v1/replays", auth),
+        ),
       );
       expect(results.filter((r) => r.status === 200)).toHaveLength(1);
       for (const res of results.filter((r) => r.status !== 200)) expectProblem(res, 401, "NONCE_REUSED");
@@ -1096,7 +1095,7 @@ describe.skipIf(distributedSkipReason())("authentication and tenancy (distribute
     it("an API key sees only its own tenant's servers", async () => {
       const a = await tenant();
       const b = await tenant();
-      const serverId = await seedServer(sys, a.tenantId, `only-a-${randomUUID().slice(0, 8)}`);
+      const serverId = await seedServer(sys, a.bearer(), `only-a-${randomUUID().slice(0, 8)}`);
       const mine = await send(url0, "GET", "/v1/api/servers", { headers: a.bearer() });
       expect(mine.status, mine.text).toBe(200);
       expect(mine.body.servers.map((s: { id: string }) => s.id)).toEqual([serverId]);
@@ -1120,7 +1119,7 @@ describe.skipIf(distributedSkipReason())("authentication and tenancy (distribute
     it("tenant and actor override headers naming another tenant change nothing", async () => {
       const a = await tenant();
       const b = await tenant();
-      const serverId = await seedServer(sys, a.tenantId, `a-${randomUUID().slice(0, 8)}`);
+      const serverId = await seedServer(sys, a.bearer(), `a-${randomUUID().slice(0, 8)}`);
       const overrides = (victim: { tenantId: string; ownerId: string }) => ({
         "x-tenant-id": victim.tenantId,
         "x-tenant": victim.tenantId,
@@ -1157,7 +1156,7 @@ describe.skipIf(distributedSkipReason())("authentication and tenancy (distribute
       const a = await tenant();
       const b = await tenant();
       const name = `a-${randomUUID().slice(0, 8)}`;
-      const theirs = await seedServer(sys, a.tenantId, name);
+      const theirs = await seedServer(sys, a.bearer(), name);
       const unknown = randomUUID();
       const shape = (res: Res, id: string) => ({
         status: res.status,
@@ -1183,11 +1182,5 @@ describe.skipIf(distributedSkipReason())("authentication and tenancy (distribute
       const after = await send(url0, "GET", "/v1/api/servers", { headers: a.bearer() });
       expect(after.body.servers).toEqual([expect.objectContaining({ id: theirs, name, state: "connected" })]);
     });
-  });
-
-  it("SIGTERM stops every process of the deployment with exit code 0", async () => {
-    const codes = await sys.stop();
-    expect(codes, sys.output()).toEqual(codes.map(() => 0));
-    expect(codes).toHaveLength(4 + sys.gatewayUrls.length);
   });
 });

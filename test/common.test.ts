@@ -1,10 +1,10 @@
 // The common shape of every gateway answer (decisions.md §1) and the per-tenant rate limit
 // (decisions.md §2 "Rate limit"), end to end against the distributed deployment.
 import { randomBytes, randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { provisionTenant, type Res, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
-import { distributedSkipReason, type System, startDistributedSystem } from "./system.js";
+import { sharedSystems } from "./shared-system.js";
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -94,23 +94,11 @@ function burst(n: number, request: () => Promise<Res>): Promise<Res[]> {
   return Promise.all(Array.from({ length: n }, request));
 }
 
-async function stopAndExpectCleanExit(sys: System | undefined): Promise<void> {
-  if (!sys) return;
-  const codes = await sys.stop();
-  expect(codes, sys.output()).toEqual(codes.map(() => 0));
-}
-
 // ---------------------------------------------------------------------------------------------
 
-describe.skipIf(distributedSkipReason())("common answer shape (distributed, two gateway replicas)", () => {
-  let sys: System;
-  let url0: string;
-
-  beforeAll(async () => {
-    sys = await startDistributedSystem({ gateways: 2 });
-    url0 = sys.baseUrl;
-  });
-  afterAll(() => stopAndExpectCleanExit(sys));
+// On each shared system: the embedded one (one gateway) and the distributed one (two replicas).
+describe.each(sharedSystems())("common answer shape ($mode)", (sys) => {
+  const url0 = sys.baseUrl;
 
   const tenant = () => provisionTenant(sys, ROOMY);
 
@@ -494,36 +482,29 @@ describe.skipIf(distributedSkipReason())("common answer shape (distributed, two 
     }
   });
 
-  it("with two gateway replicas each enforces the tenant's budget divided by two", async () => {
-    // Burst 6 over 2 replicas: 3 per replica, refilled at 1 token/s each (2 rps / 2).
-    const t = await provisionTenant(sys, { rateLimitRps: 2, rateLimitBurst: 6 });
-    for (const [i, url] of sys.gatewayUrls.entries()) {
-      const answers = await burst(4, () => send(url, "GET", "/v1/api/servers", { headers: t.bearer() }));
-      const served = answers.filter((r) => r.status === 200);
-      const refused = answers.filter((r) => r.status !== 200);
-      expect(served, `replica ${i}: ${answers.map((r) => r.status)}`).toHaveLength(3);
-      expect(served.map((r) => rateLimitOf(r).remaining).sort()).toEqual([0, 1, 2]);
-      for (const res of refused) expectProblem(res, 429, "RATE_LIMITED", `replica ${i}`);
-    }
-  });
-
-  it("SIGTERM stops every process of the deployment with exit code 0", async () => {
-    const codes = await sys.stop();
-    expect(codes, sys.output()).toEqual(codes.map(() => 0));
-    expect(codes).toHaveLength(4 + sys.gatewayUrls.length);
-  });
+  it.skipIf(sys.gatewayUrls.length < 2)(
+    "with two gateway replicas each enforces the tenant's budget divided by two",
+    async () => {
+      // Burst 6 over 2 replicas: 3 per replica, refilled at 1 token/s each (2 rps / 2).
+      const t = await provisionTenant(sys, { rateLimitRps: 2, rateLimitBurst: 6 });
+      for (const [i, url] of sys.gatewayUrls.entries()) {
+        const answers = await burst(4, () => send(url, "GET", "/v1/api/servers", { headers: t.bearer() }));
+        const served = answers.filter((r) => r.status === 200);
+        const refused = answers.filter((r) => r.status !== 200);
+        expect(served, `replica ${i}: ${answers.map((r) => r.status)}`).toHaveLength(3);
+        expect(served.map((r) => rateLimitOf(r).remaining).sort()).toEqual([0, 1, 2]);
+        for (const res of refused) expectProblem(res, 429, "RATE_LIMITED", `replica ${i}`);
+      }
+    },
+  );
 });
 
-describe.skipIf(distributedSkipReason())("per-tenant rate limit (distributed, one gateway replica)", () => {
-  let sys: System;
-  let url: string;
-  const plan = { rateLimitRps: 2, rateLimitBurst: 3 };
-
-  beforeAll(async () => {
-    sys = await startDistributedSystem({ gateways: 1 });
-    url = sys.baseUrl;
-  });
-  afterAll(() => stopAndExpectCleanExit(sys));
+describe.each(sharedSystems())("per-tenant rate limit ($mode)", (sys) => {
+  const url = sys.baseUrl;
+  // Each of R replicas enforces the plan divided by R (GATEWAY_REPLICAS): a plan of R times 2/s with
+  // a burst of R times 3 gives the replica these tests talk to 2/s and 3.
+  const replicas = sys.gatewayUrls.length;
+  const plan = { rateLimitRps: 2 * replicas, rateLimitBurst: 3 * replicas };
 
   it("serves a new tenant's burst of 3, then answers 429 RATE_LIMITED with Retry-After and RateLimit headers", async () => {
     const t = await provisionTenant(sys, plan);
@@ -532,7 +513,7 @@ describe.skipIf(distributedSkipReason())("per-tenant rate limit (distributed, on
     const served = answers.filter((r) => r.status === 200);
     expect(served, answers.map((r) => `${r.status} ${r.text}`).join("\n")).toHaveLength(3);
     expect(served.map((r) => rateLimitOf(r).remaining).sort()).toEqual([0, 1, 2]);
-    for (const res of answers) expect(res.headers.get("ratelimit-policy")).toBe('"tenant";q=2;w=1');
+    for (const res of answers) expect(res.headers.get("ratelimit-policy")).toBe(`"tenant";q=${plan.rateLimitRps};w=1`);
 
     const refused = answers.find((r) => r.status !== 200) as Res;
     expectProblem(refused, 429, "RATE_LIMITED");
@@ -561,8 +542,8 @@ describe.skipIf(distributedSkipReason())("per-tenant rate limit (distributed, on
   });
 
   it("every authenticated /v1/api answer carries RateLimit-Policy and RateLimit, and takes a token whatever its status", async () => {
-    // 1 token/s: slow enough that no refill shows between these few requests.
-    const t = await provisionTenant(sys, { rateLimitRps: 1, rateLimitBurst: 20 });
+    // 1 token/s per replica: slow enough that no refill shows between these few requests.
+    const t = await provisionTenant(sys, { rateLimitRps: replicas, rateLimitBurst: 20 * replicas });
     const readOnly = await t.mintKey(["replays:read"]);
     const answers: [string, Res][] = [
       ["200", await send(url, "GET", "/v1/api/servers", { headers: t.bearer() })],
@@ -573,7 +554,9 @@ describe.skipIf(distributedSkipReason())("per-tenant rate limit (distributed, on
     ];
     let previous = 20;
     for (const [name, res] of answers) {
-      expect(res.headers.get("ratelimit-policy"), `${name}: ${res.status} ${res.text}`).toBe('"tenant";q=1;w=1');
+      expect(res.headers.get("ratelimit-policy"), `${name}: ${res.status} ${res.text}`).toBe(
+        `"tenant";q=${replicas};w=1`,
+      );
       const { remaining } = rateLimitOf(res);
       expect(remaining, `${name} took a token`).toBeLessThan(previous);
       previous = remaining;
@@ -629,11 +612,5 @@ describe.skipIf(distributedSkipReason())("per-tenant rate limit (distributed, on
     expect(spent.some((r) => r.status === 429)).toBe(true);
     const signed = await sendSigned(url, t.signer, "GET", "/v1/replays");
     expect(signed.status, signed.text).toBe(200);
-  });
-
-  it("SIGTERM stops every process of the deployment with exit code 0", async () => {
-    const codes = await sys.stop();
-    expect(codes, sys.output()).toEqual(codes.map(() => 0));
-    expect(codes).toHaveLength(5);
   });
 });

@@ -1,16 +1,87 @@
-/**
- * Says once, at the top of a run, which tests report themselves skipped and why: vitest lists a
- * skipped test without the reason its skipIf carried.
- */
-export function setup(): void {
-  const missing = ["DATABASE_URL", "NATS_URL"].filter((name) => !process.env[name]);
-  if (missing.length === 0) {
-    process.stdout.write("replay tests: against the real Postgres and NATS (DATABASE_URL, NATS_URL)\n");
-    return;
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { TestProject } from "vitest/node";
+import { freePorts } from "./free-port.js";
+import { natsServer, natsServerBinary } from "./nats-server.js";
+import type { SharedSystemInfo } from "./shared-system.js";
+import { type System, startDistributedSystem, startEmbeddedSystem } from "./system.js";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** A NATS server with JetStream for the tests: NATS_URL, or one this run started; "" when neither. */
+    natsUrl: string;
+    /** The systems every end-to-end file shares: embedded always, distributed with Postgres and NATS. */
+    systems: SharedSystemInfo[];
   }
+}
+
+/**
+ * One running system per mode for the whole run, shared by the end-to-end files (each isolates
+ * itself with tenants of its own): the embedded one always, and the distributed one (two gateway
+ * replicas) when DATABASE_URL is set and a NATS server is at hand. Without NATS_URL a private
+ * nats-server is started when the binary is installed, so the NATS adapter's tests run too.
+ * Teardown stops everything and fails the run if a process did not exit 0 on SIGTERM.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  let natsUrl = process.env.NATS_URL ?? "";
+  let stopNats = async () => {};
+  const binary = natsServerBinary();
+  if (natsUrl === "" && binary) {
+    const storeDir = await mkdtemp(join(tmpdir(), "replay-test-nats-"));
+    const [port] = await freePorts(1);
+    const server = natsServer(binary, port as number, storeDir);
+    await server.start();
+    natsUrl = server.url;
+    stopNats = async () => {
+      await server.kill();
+      await rm(storeDir, { recursive: true, force: true });
+    };
+  }
+  const distributed = Boolean(process.env.DATABASE_URL) && natsUrl !== "";
+  const skipped = [
+    !distributed &&
+      "the distributed-mode tests (two gateway replicas, killed processes, NATS subjects of a running system) need DATABASE_URL",
+    natsUrl === "" && "the NATS adapter's tests need NATS_URL or a nats-server binary on PATH",
+  ].filter(Boolean);
   process.stdout.write(
-    `replay tests: ${missing.join(" and ")} unset, so this run uses the embedded Postgres and the in-process bus;\n` +
-      "  the distributed-mode tests (test/auth, test/common, the distributed half of test/servers) and the NATS\n" +
-      "  adapter and fault tests report themselves skipped. Set both to run everything against the real ones.\n",
+    `replay tests: embedded system${distributed ? " and distributed system (Postgres, NATS)" : ""}; NATS for adapter tests: ${natsUrl || "none"}\n` +
+      (skipped.length > 0 ? `  skipped, each with its reason: ${skipped.join("; ")}\n` : ""),
   );
+
+  const started = await Promise.allSettled([
+    startEmbeddedSystem(),
+    distributed ? startDistributedSystem({ gateways: 2, natsUrl }) : Promise.resolve(undefined),
+  ]);
+  const systems = started.flatMap((s) => (s.status === "fulfilled" && s.value ? [s.value] : []));
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed) {
+    await Promise.all(systems.map((sys) => sys.stop()));
+    await stopNats();
+    throw failed.reason;
+  }
+  project.provide("natsUrl", natsUrl);
+  project.provide("systems", systems.map(describeSystem));
+
+  return async () => {
+    const codes = await Promise.all(systems.map(async (sys) => ({ sys, codes: await sys.stop() })));
+    await stopNats();
+    const unclean = codes.filter(({ codes }) => codes.some((code) => code !== 0));
+    if (unclean.length > 0) {
+      throw new Error(
+        `a shared system did not exit 0 on SIGTERM:\n${unclean.map(({ sys, codes }) => `${sys.mode}: ${codes.join(", ")}\n${sys.output()}`).join("\n")}`,
+      );
+    }
+  };
+}
+
+function describeSystem(sys: System): SharedSystemInfo {
+  return {
+    mode: sys.mode,
+    gatewayUrls: sys.gatewayUrls,
+    internalUrl: sys.internalUrl,
+    databaseUrl: sys.databaseUrl,
+    serviceUrls: sys.serviceUrls,
+    natsNamespace: sys.natsNamespace,
+  };
 }

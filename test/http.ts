@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { MemberRole } from "../gen/replay/common/v1/common_pb.js";
 import { signRequest } from "../lib/signing.js";
-import type { System } from "./system.js";
+import type { SystemHandle } from "./system.js";
 
 export type Res = { status: number; headers: Headers; text: string; body: any };
 
@@ -57,7 +57,7 @@ export const ALL_SCOPES = ["replays:read", "replays:write", "servers:read", "ser
 
 /** A fresh tenant with an owner, an all-scopes key bound to it and a signing key, through the admin API. */
 export async function provisionTenant(
-  sys: System,
+  sys: SystemHandle,
   plan: { rateLimitRps?: number; rateLimitBurst?: number; serverLimit?: bigint } = {},
 ) {
   const { tenantId } = await sys.admin.createTenant({ name: `e2e-${randomUUID().slice(0, 8)}`, ...plan });

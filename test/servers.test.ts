@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { MemberRole } from "../gen/replay/common/v1/common_pb.js";
 import { RecordingStartedSchema, ReplayDeletedSchema } from "../gen/replay/events/v1/replays_pb.js";
 import { ServerStatus } from "../gen/replay/servers/v1/servers_pb.js";
@@ -13,33 +13,20 @@ import { createNatsBus } from "../lib/bus/nats.js";
 import { ALL_SCOPES, provisionTenant, type Res, send } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { grpcCheckIn } from "./recorder.js";
-import { distributedSkipReason, type System, startDistributedSystem, startEmbeddedSystem } from "./system.js";
-import { useSystem } from "./use-system.js";
+import { sharedSystems, testNatsUrl } from "./shared-system.js";
+import type { SystemHandle } from "./system.js";
 
 // Servers management through the gateway (spec "Servers", decisions.md §2 management keys and §4),
 // recorder check-in over the internal API, in both run modes.
 
 const MINUTE = 60_000;
-const modes = [
-  { mode: "embedded", start: () => startEmbeddedSystem(), skip: undefined },
-  { mode: "distributed", start: () => startDistributedSystem(), skip: distributedSkipReason() },
-] as const;
 
 function expectProblem(res: Res, status: number, code: string): void {
   expect({ status: res.status, code: res.body?.code }, res.text).toEqual({ status, code });
   expect(res.headers.get("content-type")).toMatch(/^application\/problem\+json/);
 }
 
-describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
-  let sys: System;
-  beforeAll(async () => {
-    if (!skip) sys = await start();
-  }, 90_000);
-  afterAll(async () => {
-    // SIGTERM drains and exits 0, every process.
-    if (sys) expect((await sys.stop()).every((code) => code === 0)).toBe(true);
-  }, 30_000);
-
+describe.each(sharedSystems())("servers ($mode mode)", (sys) => {
   async function tenant(plan: { serverLimit?: bigint } = {}) {
     const t = await provisionTenant(sys, plan);
     const api = (key = t.key) => ({
@@ -82,7 +69,7 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     };
   }
 
-  it.skipIf(skip)("creates a pending setup that the first check-in connects; the list shows every field", async () => {
+  it("creates a pending setup that the first check-in connects; the list shows every field", async () => {
     const t = await tenant();
     const created = await t.owner.post("/v1/api/servers", { name: "  Éclair 😀  " });
     expect(created.status).toBe(201);
@@ -119,38 +106,32 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     expect((await t.owner.get("/v1/api/servers/pending")).body).toEqual({ pending: [] });
   });
 
-  it.skipIf(skip)(
-    "derives status from the last check-in at read time; a check-in without a version keeps the stored one",
-    async () => {
-      const t = await tenant();
-      const serverId = await t.create();
-      await grpcCheckIn(sys.internalUrl, serverId, { pluginVersion: "3.0.0", at: new Date(Date.now() - 16 * MINUTE) });
-      expect(await t.entry(serverId)).toMatchObject({ status: "offline", pluginVersion: "3.0.0", state: "connected" });
-      const future = new Date(Date.now() + 60 * MINUTE);
-      const res = await grpcCheckIn(sys.internalUrl, serverId, { at: future });
-      expect(res.status).toBe(ServerStatus.ONLINE);
-      const entry = await t.entry(serverId);
-      expect(Date.parse(entry.lastSeenAt)).toBeLessThanOrEqual(Date.now());
-      expect(entry).toMatchObject({ status: "online", pluginVersion: "3.0.0" });
-    },
-  );
+  it("derives status from the last check-in at read time; a check-in without a version keeps the stored one", async () => {
+    const t = await tenant();
+    const serverId = await t.create();
+    await grpcCheckIn(sys.internalUrl, serverId, { pluginVersion: "3.0.0", at: new Date(Date.now() - 16 * MINUTE) });
+    expect(await t.entry(serverId)).toMatchObject({ status: "offline", pluginVersion: "3.0.0", state: "connected" });
+    const future = new Date(Date.now() + 60 * MINUTE);
+    const res = await grpcCheckIn(sys.internalUrl, serverId, { at: future });
+    expect(res.status).toBe(ServerStatus.ONLINE);
+    const entry = await t.entry(serverId);
+    expect(Date.parse(entry.lastSeenAt)).toBeLessThanOrEqual(Date.now());
+    expect(entry).toMatchObject({ status: "online", pluginVersion: "3.0.0" });
+  });
 
-  it.skipIf(skip)(
-    "with one free slot, 20 concurrent creates give exactly one 201 and nineteen 409 SERVER_LIMIT_REACHED",
-    async () => {
-      const t = await tenant({ serverLimit: 3n });
-      await t.connected();
-      await t.create();
-      const answers = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => t.owner.post("/v1/api/servers", { name: `race-${i}` })),
-      );
-      expect(answers.filter((r) => r.status === 201)).toHaveLength(1);
-      for (const res of answers.filter((r) => r.status !== 201)) expectProblem(res, 409, "SERVER_LIMIT_REACHED");
-      expect((await t.owner.get("/v1/api/servers/pending")).body.pending).toHaveLength(2);
-    },
-  );
+  it("with one free slot, 20 concurrent creates give exactly one 201 and nineteen 409 SERVER_LIMIT_REACHED", async () => {
+    const t = await tenant({ serverLimit: 3n });
+    await t.connected();
+    await t.create();
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => t.owner.post("/v1/api/servers", { name: `race-${i}` })),
+    );
+    expect(answers.filter((r) => r.status === 201)).toHaveLength(1);
+    for (const res of answers.filter((r) => r.status !== 201)) expectProblem(res, 409, "SERVER_LIMIT_REACHED");
+    expect((await t.owner.get("/v1/api/servers/pending")).body.pending).toHaveLength(2);
+  });
 
-  it.skipIf(skip)("cancelling, deauthorising and purging free their slot at once", async () => {
+  it("cancelling, deauthorising and purging free their slot at once", async () => {
     const t = await tenant({ serverLimit: 1n });
     const pending = await t.create();
     expectProblem(await t.owner.post("/v1/api/servers", { name: "full" }), 409, "SERVER_LIMIT_REACHED");
@@ -164,7 +145,7 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     await t.create();
   });
 
-  it.skipIf(skip)("a plan change reaches the limit: raising it frees slots, lowering it refuses creates", async () => {
+  it("a plan change reaches the limit: raising it frees slots, lowering it refuses creates", async () => {
     const t = await tenant({ serverLimit: 1n });
     await t.create();
     expectProblem(await t.owner.post("/v1/api/servers", { name: "x" }), 409, "SERVER_LIMIT_REACHED");
@@ -180,134 +161,118 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     expect(usage.tenant?.serversUsed).toBe(2n);
   });
 
-  it.skipIf(skip)(
-    "a key from before member binding gets ACTOR_BINDING_REQUIRED on every servers write; its reads keep working",
-    async () => {
-      const t = await tenant();
-      const serverId = await t.connected("owned");
-      const pendingId = await t.create("pending");
-      const { key } = await t.mintKey(ALL_SCOPES, null);
-      const unbound = t.api(key);
-      expectProblem(await unbound.post("/v1/api/servers", { name: "nope" }), 403, "ACTOR_BINDING_REQUIRED");
-      expectProblem(
-        await unbound.patch(`/v1/api/servers/${serverId}`, { name: "nope" }),
-        403,
-        "ACTOR_BINDING_REQUIRED",
-      );
-      expectProblem(await unbound.delete(`/v1/api/servers/${serverId}`), 403, "ACTOR_BINDING_REQUIRED");
-      expectProblem(await unbound.delete(`/v1/api/servers/permanent/${serverId}`), 403, "ACTOR_BINDING_REQUIRED");
-      expectProblem(await unbound.delete(`/v1/api/servers/pending/${pendingId}`), 403, "ACTOR_BINDING_REQUIRED");
-      expect((await unbound.get("/v1/api/servers")).body.servers.map((s: { id: string }) => s.id)).toEqual([serverId]);
-      expect((await unbound.get("/v1/api/servers/pending")).body.pending).toEqual([
-        expect.objectContaining({ serverId: pendingId, sourceServerId: null }),
-      ]);
-      // A marker route is not a management write: it is not refused for the missing binding.
-      expect(
-        (await unbound.post("/v1/api/timeline-events", { replayId: randomUUID(), tick: 1, label: "x" })).body?.code,
-      ).not.toBe("ACTOR_BINDING_REQUIRED");
-    },
-  );
+  it("a key from before member binding gets ACTOR_BINDING_REQUIRED on every servers write; its reads keep working", async () => {
+    const t = await tenant();
+    const serverId = await t.connected("owned");
+    const pendingId = await t.create("pending");
+    const { key } = await t.mintKey(ALL_SCOPES, null);
+    const unbound = t.api(key);
+    expectProblem(await unbound.post("/v1/api/servers", { name: "nope" }), 403, "ACTOR_BINDING_REQUIRED");
+    expectProblem(await unbound.patch(`/v1/api/servers/${serverId}`, { name: "nope" }), 403, "ACTOR_BINDING_REQUIRED");
+    expectProblem(await unbound.delete(`/v1/api/servers/${serverId}`), 403, "ACTOR_BINDING_REQUIRED");
+    expectProblem(await unbound.delete(`/v1/api/servers/permanent/${serverId}`), 403, "ACTOR_BINDING_REQUIRED");
+    expectProblem(await unbound.delete(`/v1/api/servers/pending/${pendingId}`), 403, "ACTOR_BINDING_REQUIRED");
+    expect((await unbound.get("/v1/api/servers")).body.servers.map((s: { id: string }) => s.id)).toEqual([serverId]);
+    expect((await unbound.get("/v1/api/servers/pending")).body.pending).toEqual([
+      expect.objectContaining({ serverId: pendingId, sourceServerId: null }),
+    ]);
+    // A marker route is not a management write: it is not refused for the missing binding.
+    expect(
+      (await unbound.post("/v1/api/timeline-events", { replayId: randomUUID(), tick: 1, label: "x" })).body?.code,
+    ).not.toBe("ACTOR_BINDING_REQUIRED");
+  });
 
-  it.skipIf(skip)(
-    "a change to the member takes effect on the very next request: removed, viewer, instance settings withdrawn",
-    async () => {
-      const t = await tenant();
-      const serverId = await t.connected("target");
-      const admin = await t.member(MemberRole.ADMIN);
-      expect((await admin.api.patch(`/v1/api/servers/${serverId}`, { name: "by admin" })).status).toBe(200);
+  it("a change to the member takes effect on the very next request: removed, viewer, instance settings withdrawn", async () => {
+    const t = await tenant();
+    const serverId = await t.connected("target");
+    const admin = await t.member(MemberRole.ADMIN);
+    expect((await admin.api.patch(`/v1/api/servers/${serverId}`, { name: "by admin" })).status).toBe(200);
 
-      await sys.admin.updateMember({ memberId: admin.memberId, instanceSettings: false });
-      expectProblem(await admin.api.patch(`/v1/api/servers/${serverId}`, { name: "no" }), 403, "PERMISSION_DENIED");
-      expect((await admin.api.get("/v1/api/servers")).status).toBe(200);
-      await sys.admin.updateMember({ memberId: admin.memberId, instanceSettings: true });
-      expect((await admin.api.patch(`/v1/api/servers/${serverId}`, { name: "again" })).status).toBe(200);
+    await sys.admin.updateMember({ memberId: admin.memberId, instanceSettings: false });
+    expectProblem(await admin.api.patch(`/v1/api/servers/${serverId}`, { name: "no" }), 403, "PERMISSION_DENIED");
+    expect((await admin.api.get("/v1/api/servers")).status).toBe(200);
+    await sys.admin.updateMember({ memberId: admin.memberId, instanceSettings: true });
+    expect((await admin.api.patch(`/v1/api/servers/${serverId}`, { name: "again" })).status).toBe(200);
 
-      await sys.admin.updateMember({ memberId: admin.memberId, role: MemberRole.VIEWER });
-      expectProblem(await admin.api.post("/v1/api/servers", { name: "no" }), 403, "PERMISSION_DENIED");
-      await sys.admin.updateMember({ memberId: admin.memberId, role: MemberRole.ADMIN });
-      expect((await admin.api.delete(`/v1/api/servers/${serverId}`)).status).toBe(204);
+    await sys.admin.updateMember({ memberId: admin.memberId, role: MemberRole.VIEWER });
+    expectProblem(await admin.api.post("/v1/api/servers", { name: "no" }), 403, "PERMISSION_DENIED");
+    await sys.admin.updateMember({ memberId: admin.memberId, role: MemberRole.ADMIN });
+    expect((await admin.api.delete(`/v1/api/servers/${serverId}`)).status).toBe(204);
 
-      await sys.admin.removeMember({ memberId: admin.memberId });
-      expectProblem(await admin.api.delete(`/v1/api/servers/permanent/${serverId}`), 403, "ACTOR_REMOVED");
-      expectProblem(await admin.api.post("/v1/api/servers", { name: "no" }), 403, "ACTOR_REMOVED");
-      expect((await t.entry(serverId)).name).toBe("again");
-    },
-  );
+    await sys.admin.removeMember({ memberId: admin.memberId });
+    expectProblem(await admin.api.delete(`/v1/api/servers/permanent/${serverId}`), 403, "ACTOR_REMOVED");
+    expectProblem(await admin.api.post("/v1/api/servers", { name: "no" }), 403, "ACTOR_REMOVED");
+    expect((await t.entry(serverId)).name).toBe("again");
+  });
 
-  it.skipIf(skip)(
-    "a member manages only its granted categories and servers; anything else is TARGET_ACCESS_DENIED",
-    async () => {
-      const t = await tenant();
-      const granted = await category(t.tenantId, "granted");
-      const other = await category(t.tenantId, "other");
-      const inGranted = await t.connected("in-granted", { categoryId: granted });
-      const inOther = await t.connected("in-other", { categoryId: other });
-      const loose = await t.connected("loose");
-      const member = await t.member(MemberRole.MEMBER);
-      await sys.admin.grantMember({ memberId: member.memberId, categoryId: granted });
+  it("a member manages only its granted categories and servers; anything else is TARGET_ACCESS_DENIED", async () => {
+    const t = await tenant();
+    const granted = await category(t.tenantId, "granted");
+    const other = await category(t.tenantId, "other");
+    const inGranted = await t.connected("in-granted", { categoryId: granted });
+    const inOther = await t.connected("in-other", { categoryId: other });
+    const loose = await t.connected("loose");
+    const member = await t.member(MemberRole.MEMBER);
+    await sys.admin.grantMember({ memberId: member.memberId, categoryId: granted });
 
-      expect((await member.api.patch(`/v1/api/servers/${inGranted}`, { name: "mine" })).status).toBe(200);
-      expectProblem(await member.api.patch(`/v1/api/servers/${inOther}`, { name: "no" }), 403, "TARGET_ACCESS_DENIED");
-      expectProblem(await member.api.delete(`/v1/api/servers/${loose}`), 403, "TARGET_ACCESS_DENIED");
-      expect((await member.api.post("/v1/api/servers", { name: "new", categoryId: granted })).status).toBe(201);
-      expectProblem(
-        await member.api.post("/v1/api/servers", { name: "new", categoryId: other }),
-        403,
-        "TARGET_ACCESS_DENIED",
-      );
-      expectProblem(await member.api.post("/v1/api/servers", { name: "uncategorised" }), 403, "TARGET_ACCESS_DENIED");
-      expectProblem(
-        await member.api.post("/v1/api/servers", { name: "copy", sourceServerId: inOther, categoryId: granted }),
-        403,
-        "TARGET_ACCESS_DENIED",
-      );
+    expect((await member.api.patch(`/v1/api/servers/${inGranted}`, { name: "mine" })).status).toBe(200);
+    expectProblem(await member.api.patch(`/v1/api/servers/${inOther}`, { name: "no" }), 403, "TARGET_ACCESS_DENIED");
+    expectProblem(await member.api.delete(`/v1/api/servers/${loose}`), 403, "TARGET_ACCESS_DENIED");
+    expect((await member.api.post("/v1/api/servers", { name: "new", categoryId: granted })).status).toBe(201);
+    expectProblem(
+      await member.api.post("/v1/api/servers", { name: "new", categoryId: other }),
+      403,
+      "TARGET_ACCESS_DENIED",
+    );
+    expectProblem(await member.api.post("/v1/api/servers", { name: "uncategorised" }), 403, "TARGET_ACCESS_DENIED");
+    expectProblem(
+      await member.api.post("/v1/api/servers", { name: "copy", sourceServerId: inOther, categoryId: granted }),
+      403,
+      "TARGET_ACCESS_DENIED",
+    );
 
-      await sys.admin.grantMember({ memberId: member.memberId, serverId: loose });
-      expect((await member.api.delete(`/v1/api/servers/${loose}`)).status).toBe(204);
-      const copy = await member.api.post("/v1/api/servers", { name: "copy", sourceServerId: inGranted });
-      expect(copy.status).toBe(201);
-      const pending = (await member.api.get("/v1/api/servers/pending")).body.pending.find(
-        (p: { serverId: string }) => p.serverId === copy.body.serverId,
-      );
-      expect(pending).toMatchObject({ categoryId: granted, sourceServerId: null });
-      const asOwner = (await t.owner.get("/v1/api/servers/pending")).body.pending.find(
-        (p: { serverId: string }) => p.serverId === copy.body.serverId,
-      );
-      expect(asOwner.sourceServerId).toBe(inGranted);
-    },
-  );
+    await sys.admin.grantMember({ memberId: member.memberId, serverId: loose });
+    expect((await member.api.delete(`/v1/api/servers/${loose}`)).status).toBe(204);
+    const copy = await member.api.post("/v1/api/servers", { name: "copy", sourceServerId: inGranted });
+    expect(copy.status).toBe(201);
+    const pending = (await member.api.get("/v1/api/servers/pending")).body.pending.find(
+      (p: { serverId: string }) => p.serverId === copy.body.serverId,
+    );
+    expect(pending).toMatchObject({ categoryId: granted, sourceServerId: null });
+    const asOwner = (await t.owner.get("/v1/api/servers/pending")).body.pending.find(
+      (p: { serverId: string }) => p.serverId === copy.body.serverId,
+    );
+    expect(asOwner.sourceServerId).toBe(inGranted);
+  });
 
-  it.skipIf(skip)(
-    "failures answer in decisions.md's order: 400, then member rights, then existence, then access, then the plan",
-    async () => {
-      const t = await tenant({ serverLimit: 1n });
-      const category = await categoryOf(t.tenantId);
-      await t.create("fills the plan", { categoryId: category });
-      const viewer = await t.member(MemberRole.VIEWER);
-      const member = await t.member(MemberRole.MEMBER);
-      expectProblem(await viewer.api.patch("/v1/api/servers/not-a-uuid", { name: "x" }), 400, "INVALID_SERVER_ID");
-      expectProblem(await viewer.api.post("/v1/api/servers", { name: "" }), 400, "INVALID_NAME");
-      expectProblem(await viewer.api.patch(`/v1/api/servers/${randomUUID()}`, { name: "x" }), 403, "PERMISSION_DENIED");
-      expectProblem(await member.api.patch(`/v1/api/servers/${randomUUID()}`, { name: "x" }), 404, "SERVER_NOT_FOUND");
-      expectProblem(
-        await member.api.post("/v1/api/servers", { name: "x", categoryId: randomUUID() }),
-        404,
-        "CATEGORY_NOT_FOUND",
-      );
-      expectProblem(
-        await member.api.post("/v1/api/servers", { name: "x", categoryId: category }),
-        403,
-        "TARGET_ACCESS_DENIED",
-      );
-      expectProblem(
-        await t.owner.post("/v1/api/servers", { name: "x", categoryId: category }),
-        409,
-        "SERVER_LIMIT_REACHED",
-      );
-    },
-  );
+  it("failures answer in decisions.md's order: 400, then member rights, then existence, then access, then the plan", async () => {
+    const t = await tenant({ serverLimit: 1n });
+    const category = await categoryOf(t.tenantId);
+    await t.create("fills the plan", { categoryId: category });
+    const viewer = await t.member(MemberRole.VIEWER);
+    const member = await t.member(MemberRole.MEMBER);
+    expectProblem(await viewer.api.patch("/v1/api/servers/not-a-uuid", { name: "x" }), 400, "INVALID_SERVER_ID");
+    expectProblem(await viewer.api.post("/v1/api/servers", { name: "" }), 400, "INVALID_NAME");
+    expectProblem(await viewer.api.patch(`/v1/api/servers/${randomUUID()}`, { name: "x" }), 403, "PERMISSION_DENIED");
+    expectProblem(await member.api.patch(`/v1/api/servers/${randomUUID()}`, { name: "x" }), 404, "SERVER_NOT_FOUND");
+    expectProblem(
+      await member.api.post("/v1/api/servers", { name: "x", categoryId: randomUUID() }),
+      404,
+      "CATEGORY_NOT_FOUND",
+    );
+    expectProblem(
+      await member.api.post("/v1/api/servers", { name: "x", categoryId: category }),
+      403,
+      "TARGET_ACCESS_DENIED",
+    );
+    expectProblem(
+      await t.owner.post("/v1/api/servers", { name: "x", categoryId: category }),
+      409,
+      "SERVER_LIMIT_REACHED",
+    );
+  });
 
-  it.skipIf(skip)("bad input gets its own code: wrong JSON types, bad ids, a body that is not an object", async () => {
+  it("bad input gets its own code: wrong JSON types, bad ids, a body that is not an object", async () => {
     const t = await tenant();
     expectProblem(await t.owner.post("/v1/api/servers", { name: 42 }), 400, "INVALID_NAME");
     expectProblem(await t.owner.post("/v1/api/servers", { name: "ok", categoryId: 7 }), 400, "INVALID_CATEGORY_ID");
@@ -327,7 +292,7 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     expect((await t.owner.get("/v1/api/servers/pending")).body.pending).toHaveLength(1);
   });
 
-  it.skipIf(skip)("each route addresses one kind of record, and deauthorised servers refuse check-ins", async () => {
+  it("each route addresses one kind of record, and deauthorised servers refuse check-ins", async () => {
     const t = await tenant();
     const pendingId = await t.create("pending");
     const serverId = await t.connected("connected");
@@ -348,7 +313,7 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     await expect(grpcCheckIn(sys.internalUrl, serverId)).rejects.toMatchObject({ code: 5 });
   });
 
-  it.skipIf(skip)("another tenant's server behaves exactly like an unknown one on every route", async () => {
+  it("another tenant's server behaves exactly like an unknown one on every route", async () => {
     const a = await tenant();
     const b = await tenant();
     const serverId = await a.connected("a's");
@@ -378,7 +343,7 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
     expect((await a.entry(serverId)).name).toBe("a's");
   });
 
-  it.skipIf(skip)("replayctl recorder checkin and category create work", async () => {
+  it("replayctl recorder checkin and category create work", async () => {
     const t = await tenant();
     const serverId = await t.create();
     const at = new Date(Date.now() - 2 * MINUTE).toISOString();
@@ -409,11 +374,13 @@ describe.each(modes)("servers ($mode mode)", ({ start, skip }) => {
   }
 });
 
-describe.skipIf(distributedSkipReason())("servers events (distributed mode)", () => {
-  const system = useSystem(() => startDistributedSystem());
+const distributed = sharedSystems().find((sys) => sys.mode === "distributed");
+
+// Reaching into the system's NATS subjects and its services' own ports needs the distributed mode.
+describe.skipIf(!distributed)("servers events (distributed mode; skipped: no distributed system in this run)", () => {
+  const sys = distributed as SystemHandle;
 
   it("replayCount follows the replays recorded and deleted, in whatever order the events arrive", async () => {
-    const sys = system();
     const t = await provisionTenant(sys);
     const created = await send(sys.baseUrl, "POST", "/v1/api/servers", {
       headers: t.bearer(),
@@ -421,7 +388,7 @@ describe.skipIf(distributedSkipReason())("servers events (distributed mode)", ()
     });
     const serverId = created.body.serverId as string;
     await grpcCheckIn(sys.serviceUrls?.servers as string, serverId);
-    const bus = await createNatsBus({ servers: process.env.NATS_URL as string, namespace: sys.natsNamespace });
+    const bus = await createNatsBus({ servers: testNatsUrl() as string, namespace: sys.natsNamespace });
     try {
       const [kept, deleted, deletedFirst] = [randomUUID(), randomUUID(), randomUUID()];
       const publish = (subject: EventSubject, bytes: Uint8Array, id = randomUUID()) => bus.publish(subject, id, bytes);
@@ -459,9 +426,8 @@ describe.skipIf(distributedSkipReason())("servers events (distributed mode)", ()
   });
 
   it("publishes servers.server.created, connected, deauthorised and purged through the outbox", async () => {
-    const sys = system();
     const t = await provisionTenant(sys);
-    const bus = await createNatsBus({ servers: process.env.NATS_URL as string, namespace: sys.natsNamespace });
+    const bus = await createNatsBus({ servers: testNatsUrl() as string, namespace: sys.natsNamespace });
     const seen: { subject: string; serverId: string; tenantId: string }[] = [];
     const stop = await bus.subscribe(
       `test_${randomUUID().slice(0, 8).replaceAll("-", "")}`,
@@ -501,7 +467,6 @@ describe.skipIf(distributedSkipReason())("servers events (distributed mode)", ()
   });
 
   it("answers a stock gRPC client on the servers service itself, and maps refusals to gRPC codes", async () => {
-    const sys = system();
     await expect(grpcCheckIn(sys.serviceUrls?.servers as string, "not-a-uuid")).rejects.toMatchObject({ code: 3 });
     await expect(grpcCheckIn(sys.serviceUrls?.servers as string, randomUUID())).rejects.toMatchObject({ code: 5 });
   });

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { connect } from "nats";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { describe, expect, inject, it, onTestFinished } from "vitest";
 import { isUniqueViolation } from "../db/errors.js";
 import type { Db } from "../db/types.js";
 import { assertPublishSubject, type Bus, type BusHandler, type BusMessage } from "./bus.js";
@@ -21,12 +21,12 @@ export type TestBus = {
 } & AsyncDisposable;
 
 /**
- * A bus of its own for one test: with `NATS_URL`, JetStream under a random namespace whose
- * streams are deleted on dispose; without it, the embedded bus on the test's database (`openDb`
- * opens a schema of it).
+ * A bus of its own for one test: with a NATS server (NATS_URL, or the one the test run started,
+ * see test/global-setup.ts), JetStream under a random namespace whose streams are deleted on
+ * dispose; without one, the embedded bus on the test's database (`openDb` opens a schema of it).
  */
 export async function createTestBus(openDb: (schema: string) => Db): Promise<TestBus> {
-  const servers = process.env.NATS_URL;
+  const servers = inject("natsUrl");
   return servers ? createNatsTestBus(servers) : createEmbeddedTestBus(openDb);
 }
 

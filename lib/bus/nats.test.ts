@@ -1,13 +1,13 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { connect, StorageType } from "nats";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { describe, expect, inject, it, onTestFinished } from "vitest";
 import { createNatsTestBus, deleteNamespaceStreams, describeBusContract, recorder, waitFor } from "./_testing.js";
 import { createNatsBus, natsStreamName } from "./nats.js";
 
-const servers = process.env.NATS_URL ?? "";
+// A NATS server with JetStream: NATS_URL, or the one the test run started from the nats-server binary.
+const servers = inject("natsUrl");
 
-// Needs a NATS server with JetStream; CI sets NATS_URL. Without it the memory bus covers the contract.
-describe.skipIf(!servers)("NATS JetStream bus (skipped: NATS_URL is not set)", () => {
+describe.skipIf(!servers)("NATS JetStream bus (skipped: no NATS_URL and no nats-server binary)", () => {
   describeBusContract(() => createNatsTestBus(servers));
 
   it("creates the producers' streams with file storage and a two-minute duplicate window, even when started twice at once", async () => {
