@@ -7,7 +7,7 @@ import type { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
 import { buildEvent } from "../lib/bus/events.js";
 import type { Db } from "../lib/db/types.js";
 import { DomainError } from "../lib/errors.js";
-import { isUuid, newId } from "../lib/ids.js";
+import { newId, parseUuid } from "../lib/ids.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
 import { hashApiKey, mintApiKey } from "./auth/api-key.js";
 import type { KeyCache } from "./auth/key-cache.js";
@@ -38,10 +38,7 @@ const roleNames: Partial<Record<MemberRole, string>> = {
   [MemberRole.VIEWER]: "viewer",
 };
 
-function requireId(value: string, what: string): string {
-  if (!isUuid(value)) throw new DomainError("INVALID_ARGUMENT", `${what} must be a UUID`);
-  return value.toLowerCase();
-}
+const requireId = (value: string, what: string) => parseUuid(value, "INVALID_ARGUMENT", what);
 
 function planField(value: bigint | number | undefined, what: string, min: number): number | undefined {
   if (value === undefined) return undefined;

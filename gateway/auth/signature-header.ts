@@ -3,6 +3,7 @@
 // (MISSING_TENANT), parameters well formed (INVALID_SIGNATURE). The kid, sig, ts window and nonce
 // checks come after, with the store.
 import { timingSafeEqual } from "node:crypto";
+import { isUuid } from "../../lib/ids.js";
 import { SIGNING_SCHEME } from "../../lib/signing.js";
 
 /**
@@ -23,7 +24,6 @@ export type SignatureHeaderResult = { ok: true; params: SignatureParams } | { ok
 
 const PARAM_NAMES = new Set(["tenant", "ts", "nonce", "kid", "sig"]);
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // Without leading zeros, String(ts) is exactly the text that was sent, so the canonical string
 // the gateway rebuilds from the number is the one the client signed. 15 digits stay below 2^53.
 const TS = /^(?:0|[1-9][0-9]{0,14})$/;
@@ -90,7 +90,7 @@ export function parseSignatureAuthorization(header: string | undefined): Signatu
   const nonce = values.get("nonce") ?? "";
   const kid = values.get("kid") ?? "";
   const sig = values.get("sig") ?? "";
-  if (!UUID.test(tenant) || !TS.test(ts) || !NONCE.test(nonce) || !KID.test(kid) || !SIG.test(sig)) {
+  if (!isUuid(tenant) || !TS.test(ts) || !NONCE.test(nonce) || !KID.test(kid) || !SIG.test(sig)) {
     return invalidSignature;
   }
   return { ok: true, params: { tenant, ts: Number(ts), nonce, kid, sig } };

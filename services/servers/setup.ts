@@ -1,11 +1,9 @@
-import { DomainError } from "../../lib/errors.js";
-import { isUuid } from "../../lib/ids.js";
+import { parseUuid } from "../../lib/ids.js";
 import { parseName } from "./name.js";
 
 /** A server id from a path or a request: any UUID version, returned lower case (decisions.md §3). */
 export function parseServerId(raw: string, malformed = false): string {
-  if (malformed || !isUuid(raw)) throw new DomainError("INVALID_SERVER_ID", "server id must be a UUID");
-  return raw.toLowerCase();
+  return parseUuid(malformed ? "" : raw, "INVALID_SERVER_ID", "server id");
 }
 
 export type SetupInput = { name: string; categoryId: string | null; sourceServerId: string | null };
@@ -22,14 +20,15 @@ export function parseSetupInput(req: {
 }): SetupInput {
   const malformed = new Set(req.malformedFields);
   const name = parseName(req.name, malformed.has("name"));
-  if (malformed.has("categoryId") || (req.categoryId !== "" && !isUuid(req.categoryId))) {
-    throw new DomainError("INVALID_CATEGORY_ID", "categoryId must be a UUID");
-  }
+  const categoryId =
+    req.categoryId === "" && !malformed.has("categoryId")
+      ? null
+      : parseUuid(malformed.has("categoryId") ? "" : req.categoryId, "INVALID_CATEGORY_ID", "categoryId");
   const sourceServerId =
     req.sourceServerId === "" && !malformed.has("sourceServerId")
       ? null
       : parseServerId(req.sourceServerId, malformed.has("sourceServerId"));
-  return { name, categoryId: req.categoryId === "" ? null : req.categoryId.toLowerCase(), sourceServerId };
+  return { name, categoryId, sourceServerId };
 }
 
 /** A check-in time: now when unset, and never in the future (operations.md `recorder checkin`). */
