@@ -33,6 +33,8 @@ export type Config = Readonly<{
     timeoutMs: number;
     retryScheduleMs: readonly number[];
   }>;
+  /** The page token key (PAGE_TOKEN_KEY, or a file as Kubernetes mounts secrets); unset: one generated into DATA_DIR. */
+  pages: Readonly<{ tokenKey: string | undefined; tokenKeyFile: string | undefined }>;
   log: Readonly<{ level: string }>;
 }>;
 
@@ -184,6 +186,7 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
       timeoutMs: integer("WEBHOOK_TIMEOUT_MS", 15_000, 1, 600_000),
       retryScheduleMs: retryScheduleMs ?? [],
     },
+    pages: { tokenKey: value("PAGE_TOKEN_KEY"), tokenKeyFile: value("PAGE_TOKEN_KEY_FILE") },
     log: { level },
   };
   if (problems.length > 0) {

@@ -32,7 +32,7 @@ export type ServiceSpec = {
   migrationsDir?: string;
   /** Fully-qualified names of the RPC services served, for grpc.health.v1. */
   healthNames: readonly string[];
-  setup(deps: ServiceDeps): ServiceParts;
+  setup(deps: ServiceDeps): ServiceParts | Promise<ServiceParts>;
 };
 
 /**
@@ -51,7 +51,7 @@ export async function startService(spec: ServiceSpec, config: Config, platform: 
     eventsMs: config.events.retentionMs,
     inboxMs: config.events.inboxRetentionMs,
   });
-  const parts = spec.setup({ db, bus: platform.bus, config, now });
+  const parts = await spec.setup({ db, bus: platform.bus, config, now });
   const consumerDeps = { db, bus: platform.bus, inboxMs: config.events.inboxRetentionMs, now };
   const stopConsumers = await Promise.all((parts.consumers ?? []).map((c) => startConsumer(consumerDeps, c)));
   const workers = (parts.workers ?? []).map((worker) => startWorker(worker));

@@ -237,6 +237,8 @@ export async function startDistributedSystem({
     NATS_URL: natsUrl,
     NATS_NAMESPACE: namespace,
     GATEWAY_REPLICAS: String(gateways),
+    // Replicas that share no DATA_DIR share the page token key, as in Kubernetes.
+    PAGE_TOKEN_KEY: randomBytes(32).toString("base64"),
     ...Object.fromEntries(names.map((name, i) => [`${name.toUpperCase()}_URL`, `http://127.0.0.1:${ports[i]}`])),
     ...env,
   };

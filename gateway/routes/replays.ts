@@ -8,7 +8,7 @@ import {
   StorageTier,
   Visibility,
 } from "../../gen/replay/replays/v1/replays_pb.js";
-import { DomainError } from "../../lib/errors.js";
+import { parsePageSize } from "../../lib/page/size.js";
 import { isoOrNull, parseQuery } from "./json.js";
 import type { Route, RouteCall } from "./route.js";
 
@@ -53,16 +53,6 @@ export function replayMetadata(replay: Replay) {
     format_version: replay.formatVersion ?? null,
     status: statuses[replay.status],
   };
-}
-
-/** decisions.md §5: page_size is 1 to 3 ASCII digits, given at most once; the range is the service's rule. */
-function parsePageSize(values: string[] | undefined): number | undefined {
-  if (values === undefined) return undefined;
-  const [text] = values;
-  if (values.length !== 1 || text === undefined || !/^\d{1,3}$/.test(text)) {
-    throw new DomainError("INVALID_PAGE_SIZE", "page_size must be a whole number from 1 to 100");
-  }
-  return Number(text);
 }
 
 function single(values: string[] | undefined): string | undefined {

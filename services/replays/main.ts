@@ -1,6 +1,8 @@
 import { RecordingService } from "../../gen/replay/replays/v1/recording_pb.js";
 import { ReplaysService } from "../../gen/replay/replays/v1/replays_pb.js";
 import type { Config } from "../../lib/config.js";
+import { loadPageTokenKey } from "../../lib/page/key.js";
+import { createPageTokens } from "../../lib/page/token.js";
 import type { Platform } from "../../lib/platform.js";
 import { type Running, startService } from "../../lib/service-host.js";
 import { createReplaysService } from "./service.js";
@@ -11,12 +13,20 @@ export function start(config: Config, platform: Platform): Promise<Running> {
     {
       name: "replays",
       healthNames: [ReplaysService.typeName, RecordingService.typeName],
-      setup: () => ({
-        routes(router) {
-          router.service(ReplaysService, createReplaysService());
-          router.service(RecordingService, {});
-        },
-      }),
+      async setup({ config }) {
+        const key = await loadPageTokenKey({
+          key: config.pages.tokenKey,
+          keyFile: config.pages.tokenKeyFile,
+          dataDir: config.db.dataDir,
+        });
+        const replays = createReplaysService({ pageTokens: createPageTokens(key) });
+        return {
+          routes(router) {
+            router.service(ReplaysService, replays);
+            router.service(RecordingService, {});
+          },
+        };
+      },
     },
     config,
     platform,

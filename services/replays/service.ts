@@ -1,20 +1,33 @@
 import type { ServiceImpl } from "@connectrpc/connect";
-import type { ReplaysService } from "../../gen/replay/replays/v1/replays_pb.js";
-import { DomainError } from "../../lib/errors.js";
+import { ReplayListRoute, type ReplaysService } from "../../gen/replay/replays/v1/replays_pb.js";
+import { parseUuid } from "../../lib/ids.js";
+import { pageSizeOf } from "../../lib/page/size.js";
+import type { PageTokens } from "../../lib/page/token.js";
 import { requireTenant } from "../../lib/rpc/context.js";
-import { parsePageSize } from "./page.js";
+
+export type ReplaysDeps = { pageTokens: PageTokens };
+
+const routeNames: Partial<Record<ReplayListRoute, string>> = {
+  [ReplayListRoute.SIGNED]: "signed",
+  [ReplayListRoute.API]: "api",
+};
 
 /**
  * The replays read API. Until the recording lifecycle lands (its own issue) no replay can exist,
- * so a tenant's list is always its empty first page and no page token has ever been issued; the
- * other RPCs answer Unimplemented (the gateway's 501).
+ * so a tenant's list is always its empty first page: a page token can only have been issued for
+ * another list (or forged), and is refused. The other RPCs answer Unimplemented (the gateway's 501).
  */
-export function createReplaysService(): Partial<ServiceImpl<typeof ReplaysService>> {
+export function createReplaysService(deps: ReplaysDeps): Partial<ServiceImpl<typeof ReplaysService>> {
   return {
     async listReplays(req, ctx) {
-      requireTenant(ctx);
-      const pageSize = parsePageSize(req.pageSize);
-      if (req.pageToken !== "") throw new DomainError("INVALID_PAGE_TOKEN", "page_token was not issued by this API");
+      const tenantId = requireTenant(ctx);
+      const pageSize = pageSizeOf(req.pageSize);
+      const route = routeNames[req.route];
+      if (route === undefined) throw new Error(`listReplays without a route (${req.route})`);
+      const serverId =
+        req.serverId === undefined ? undefined : parseUuid(req.serverId, "INVALID_SERVER_ID", "server_id");
+      const binding = { tenantId, route, filters: { server_id: serverId, integration: req.integration } };
+      if (req.pageToken !== "") deps.pageTokens.read(binding, req.pageToken);
       return { results: [], nextPageToken: "", pageSize };
     },
     async getStorageUsage(_req, ctx) {

@@ -1,0 +1,63 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { DomainError } from "../errors.js";
+
+/** What a page token is bound to: used with anything else it is INVALID_PAGE_TOKEN (decisions.md §5). */
+export type PageBinding = {
+  tenantId: string;
+  /** The route the list came in on (e.g. "signed" or "api"). */
+  route: string;
+  /** Every filter of the list, unset ones included, so that adding or dropping one changes the binding. */
+  filters: Readonly<Record<string, string | undefined>>;
+};
+
+/** A page tokens issuer and reader for one key. Positions are JSON values: the keyset of the last row. */
+export type PageTokens = {
+  issue(binding: PageBinding, position: unknown): string;
+  /** The position a token carries, or INVALID_PAGE_TOKEN for anything this key did not issue for this binding. */
+  read<P>(binding: PageBinding, token: string): P;
+};
+
+const VERSION = 1;
+const MAC_BYTES = 16;
+const MAX_TOKEN_CHARS = 512;
+
+const invalid = () => new DomainError("INVALID_PAGE_TOKEN", "page_token was not issued for this list");
+
+/**
+ * Opaque, tamper-evident keyset page tokens: base64url of a version byte, the position as JSON, and
+ * a truncated HMAC-SHA256 over the version, the binding and the position. The binding is not in the
+ * token, only in the MAC, so a token used by another tenant, on the other route or with other
+ * filters fails the check like a forged one; MACs are compared in constant time. A key rotation
+ * invalidates the tokens in flight (clients start over from the first page).
+ */
+export function createPageTokens(key: Uint8Array): PageTokens {
+  if (key.length < 32) throw new Error("a page token key needs at least 32 bytes");
+  const mac = (binding: PageBinding, payload: Buffer) => {
+    const filters = Object.keys(binding.filters)
+      .sort()
+      .map((name) => [name, binding.filters[name] ?? null]);
+    const bound = JSON.stringify([VERSION, binding.tenantId.toLowerCase(), binding.route, filters]);
+    return createHmac("sha256", key).update(bound).update("\n").update(payload).digest().subarray(0, MAC_BYTES);
+  };
+  return {
+    issue(binding, position) {
+      const payload = Buffer.from(JSON.stringify(position), "utf8");
+      return Buffer.concat([Buffer.from([VERSION]), payload, mac(binding, payload)]).toString("base64url");
+    },
+    read<P>(binding: PageBinding, token: string): P {
+      if (token.length > MAX_TOKEN_CHARS || !/^[A-Za-z0-9_-]+$/.test(token)) throw invalid();
+      const bytes = Buffer.from(token, "base64url");
+      // base64url decoding is lenient: re-encoding must give back exactly what was sent.
+      if (bytes.length <= 1 + MAC_BYTES || bytes.toString("base64url") !== token || bytes[0] !== VERSION) {
+        throw invalid();
+      }
+      const payload = bytes.subarray(1, bytes.length - MAC_BYTES);
+      if (!timingSafeEqual(bytes.subarray(bytes.length - MAC_BYTES), mac(binding, payload))) throw invalid();
+      try {
+        return JSON.parse(payload.toString("utf8")) as P;
+      } catch {
+        throw invalid();
+      }
+    },
+  };
+}
