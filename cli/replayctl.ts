@@ -21,8 +21,8 @@ function baseUrlOf(raw: string | undefined): string {
   return value;
 }
 
-async function main(argv: readonly string[]): Promise<number> {
-  const call: CallContext = { command: argv.slice(0, 2).join(" "), baseUrl: process.env.REPLAYCTL_URL ?? DEFAULT_URL };
+async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const call: CallContext = { command: argv.slice(0, 2).join(" "), baseUrl: env.REPLAYCTL_URL ?? DEFAULT_URL };
   try {
     const invocation = parseCommandLine(argv);
     if (invocation.kind === "help") {
@@ -30,7 +30,7 @@ async function main(argv: readonly string[]): Promise<number> {
       return 0;
     }
     call.command = invocation.name;
-    call.baseUrl = baseUrlOf(process.env.REPLAYCTL_URL);
+    call.baseUrl = baseUrlOf(env.REPLAYCTL_URL);
     // The one HTTP/2 session must not hold the process open once the call is done. connect-node
     // unrefs an idle session and its timers, so the event loop empties as soon as the answer is
     // read. Aborting the session explicitly instead can make node's http2 raise an unhandled
@@ -52,4 +52,4 @@ async function main(argv: readonly string[]): Promise<number> {
 }
 
 // No process.exit: it could cut off output still being written to a pipe.
-process.exitCode = await main(process.argv.slice(2));
+process.exitCode = await main(process.argv.slice(2), process.env);

@@ -19,12 +19,41 @@ function sources(dir: string): string[] {
   return out;
 }
 
+/**
+ * Every module a source names: `import … from`, `export … from`, side-effect `import "x"` and
+ * dynamic `import("x")`. Relative specifiers are resolved against the file; packages stay as named.
+ */
+export function specifiers(text: string): string[] {
+  const found = text.matchAll(/(?:\bfrom|\bimport)\s*\(?\s*["'`]([^"'`]+)["'`]/g);
+  return [...found].map((m) => m[1] as string);
+}
+
 function imports(file: string): string[] {
   const text = readFileSync(join(root, file), "utf8");
-  return [...text.matchAll(/from\s+"([^"]+)"/g)].map((m) => join(file, "..", m[1] as string));
+  return specifiers(text).map((spec) => (spec.startsWith(".") ? join(file, "..", spec) : spec));
 }
 
 const code = (file: string) => !file.endsWith(".test.ts") && !file.includes("_testing");
+
+// The two process entries hand the environment over (`loadConfig(process.env…)`, `main(…, process.env)`);
+// any other mention of process.env, however spelled, is a read.
+const ENTRIES = ["start.ts", "cli/replayctl.ts"];
+export function envReads(text: string, entry: boolean): string[] {
+  const handed = entry ? text.replace(/[(,]\s*process\.env\s*[,)]/g, "") : text;
+  return (
+    handed.match(/process\s*\.\s*env\b|process\s*\[\s*["'`]env["'`]\s*\]|\{[^}]*\benv\b[^}]*\}\s*=\s*process\b/g) ?? []
+  );
+}
+
+// An SQL statement in a string or template literal: a statement verb, upper case as our SQL is
+// written, opening the literal and followed by SQL (INSERT INTO, SELECT … FROM, …).
+export function sqlStatements(text: string): string[] {
+  return (
+    text.match(
+      /["'`]\s*(SELECT\s[\s\S]*?\bFROM\b|INSERT\s+INTO\b|UPDATE\s+\w[\w.]*\s+SET\b|DELETE\s+FROM\b|(CREATE|ALTER|DROP|TRUNCATE)\s+(TABLE|SCHEMA|INDEX|DATABASE)\b|WITH\s+\w+\s+AS\s*\()/g,
+    ) ?? []
+  );
+}
 
 describe("import boundaries (STYLE.md §3)", () => {
   it("a service never imports another service or the gateway", () => {
@@ -52,15 +81,70 @@ describe("import boundaries (STYLE.md §3)", () => {
     }
   });
 
-  it("only lib/config.ts reads process.env and only start.ts handles signals and exit codes", () => {
-    const all = [...sources("lib"), ...sources("services"), ...sources("gateway"), "start.ts"].filter(code);
-    for (const file of all) {
+  it("only lib/config.ts reads process.env and only the process entries handle signals and exit codes", () => {
+    const all = [...sources("lib"), ...sources("services"), ...sources("gateway"), ...sources("cli"), "start.ts"];
+    for (const file of all.filter(code)) {
       const text = readFileSync(join(root, file), "utf8");
-      // start.ts hands the environment to loadConfig and reads nothing from it itself.
-      const envReads = text.replaceAll("loadConfig(process.env", "").match(/process\.env/g) ?? [];
-      if (file !== "lib/config.ts") expect(envReads, `${file} reads process.env`).toEqual([]);
-      if (file !== "start.ts")
+      const entry = ENTRIES.includes(file);
+      if (file !== "lib/config.ts") expect(envReads(text, entry), `${file} reads process.env`).toEqual([]);
+      if (!entry)
         expect(/process\.(on|once|exit|exitCode)\b/.test(text), `${file} touches process lifecycle`).toBe(false);
+    }
+  });
+
+  it("SQL lives in store.ts files: no statement anywhere else in services/, gateway/ or cli/", () => {
+    const all = [...sources("services"), ...sources("gateway"), ...sources("cli")].filter(code);
+    for (const file of all.filter((f) => !f.endsWith("/store.ts"))) {
+      expect(sqlStatements(readFileSync(join(root, file), "utf8")), `${file} holds SQL`).toEqual([]);
+    }
+  });
+
+  it("cli/ (replayctl) imports only gen/, lib/, its own files and packages: never a service or the gateway", () => {
+    for (const file of sources("cli")) {
+      for (const target of imports(file)) {
+        expect(/^(services|gateway|test)\//.test(target), `${file} imports ${target}`).toBe(false);
+      }
+    }
+  });
+
+  it("the checkers catch what they look for (so the rules above can fail)", () => {
+    expect(
+      specifiers(
+        [
+          'import { a } from "./a.js";',
+          'import "./side-effect.js";',
+          'export { b } from "../b.js";',
+          'export * from "./c.js";',
+          'const d = await import("../services/d.js");',
+          "const e = await import(`./e.js`);",
+          'import type { F } from "pkg";',
+        ].join("\n"),
+      ),
+    ).toEqual(["./a.js", "./side-effect.js", "../b.js", "./c.js", "../services/d.js", "./e.js", "pkg"]);
+    for (const read of [
+      "const url = process.env.X;",
+      'const url = process["env"].X;',
+      "const { env } = process;",
+      "const { argv, env: e } = process;",
+      "const n = process . env;",
+    ]) {
+      expect(envReads(read, false), read).not.toEqual([]);
+    }
+    expect(envReads("main(argv, process.env);", true)).toEqual([]);
+    expect(envReads("loadConfig(process.env, name);", true)).toEqual([]);
+    expect(envReads("const x = process.env.PORT;", true)).not.toEqual([]);
+    for (const sql of [
+      'db.query("SELECT id FROM servers.server WHERE x = $1")',
+      "tx.query(`INSERT INTO servers.server (a) VALUES ($1)`)",
+      "q.query(`UPDATE servers.server SET a = 1`)",
+      "q.query('DELETE FROM identity.nonce')",
+      'db.query("CREATE TABLE x.y (a int)")',
+      "q.query(`\n  WITH recent AS (SELECT 1) SELECT * FROM recent`)",
+    ]) {
+      expect(sqlStatements(sql), sql).not.toEqual([]);
+    }
+    for (const prose of ['throw new Error("Select a server from the list")', '"updated settings"', '"deleted"']) {
+      expect(sqlStatements(prose), prose).toEqual([]);
     }
   });
 
