@@ -75,6 +75,16 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ DATABASE_URL: "postgres://db/x" })).toThrow(/NATS_URL must be set with DATABASE_URL/);
   });
 
+  it("takes BLOB_URL as file:///dir or s3://bucket?…, and refuses anything else", () => {
+    expect(loadConfig({}).blob.url).toBeUndefined();
+    expect(loadConfig({ BLOB_URL: "file:///var/lib/replay/blobs" }).blob.url).toBe("file:///var/lib/replay/blobs");
+    const s3 = "s3://replay-archives?region=eu-west-1&endpoint=http://minio:9000&forcePathStyle=true";
+    expect(loadConfig({ BLOB_URL: s3 }).blob.url).toBe(s3);
+    for (const bad of ["./blobs", "file://host/dir", "s3://", "s3://b/with/path", "https://bucket.s3.amazonaws.com"]) {
+      expect(() => loadConfig({ BLOB_URL: bad }), bad).toThrow(/BLOB_URL must be/);
+    }
+  });
+
   it("returns a frozen object", () => {
     const config = loadConfig({});
     expect(Object.isFrozen(config.webhooks.retryScheduleMs)).toBe(true);

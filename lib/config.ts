@@ -33,6 +33,8 @@ export type Config = Readonly<{
     timeoutMs: number;
     retryScheduleMs: readonly number[];
   }>;
+  /** Where blobs (replay archives) live: `file:///dir` or `s3://bucket?…`; unset: DATA_DIR/blobs. */
+  blob: Readonly<{ url: string | undefined }>;
   /** The page token key (PAGE_TOKEN_KEY, or a file as Kubernetes mounts secrets); unset: one generated into DATA_DIR. */
   pages: Readonly<{ tokenKey: string | undefined; tokenKeyFile: string | undefined }>;
   log: Readonly<{ level: string }>;
@@ -57,6 +59,16 @@ export function parseDurationList(text: string): number[] | undefined {
     out.push(Math.round(Number(match[1]) * (durationUnitsMs[match[2] ?? "ms"] ?? 1)));
   }
   return out;
+}
+
+function isBlobUrl(text: string): boolean {
+  try {
+    const url = new URL(text);
+    if (url.protocol === "file:") return url.pathname.length > 1 && url.host === "" && url.search === "";
+    return url.protocol === "s3:" && /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(url.hostname) && url.pathname === "";
+  } catch {
+    return false;
+  }
 }
 
 function isUrl(text: string, protocols: readonly string[]): boolean {
@@ -164,6 +176,12 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
       "INBOX_RETENTION must not be shorter than EVENT_RETENTION: a consumer must remember every event the bus can still redeliver",
     );
   }
+  const blobUrl = value("BLOB_URL");
+  if (blobUrl !== undefined && !isBlobUrl(blobUrl)) {
+    problems.push(
+      `BLOB_URL must be file:///absolute/dir or s3://bucket[?region=…&endpoint=…&forcePathStyle=true], got "${blobUrl}"`,
+    );
+  }
   const level = value("LOG_LEVEL") ?? "info";
   if (!logLevels.includes(level)) problems.push(`LOG_LEVEL must be one of ${logLevels.join(", ")}, got "${level}"`);
 
@@ -186,6 +204,7 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
       timeoutMs: integer("WEBHOOK_TIMEOUT_MS", 15_000, 1, 600_000),
       retryScheduleMs: retryScheduleMs ?? [],
     },
+    blob: { url: blobUrl },
     pages: { tokenKey: value("PAGE_TOKEN_KEY"), tokenKeyFile: value("PAGE_TOKEN_KEY_FILE") },
     log: { level },
   };

@@ -1,4 +1,7 @@
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { BlobStore } from "./blob/blob.js";
+import { openBlobStore } from "./blob/open.js";
 import type { Bus } from "./bus/bus.js";
 import { createEmbeddedBus } from "./bus/embedded.js";
 import { createNatsBus } from "./bus/nats.js";
@@ -15,6 +18,8 @@ import type { Db } from "./db/types.js";
 export type Platform = {
   openDb(schema: string, options?: { poolMax?: number }): Db;
   bus: Bus;
+  /** Large objects (replay archives): BLOB_URL, by default DATA_DIR/blobs. */
+  blobs: BlobStore;
   close(): Promise<void>;
 };
 
@@ -42,11 +47,14 @@ export async function openPlatform(config: Config, name: string): Promise<Platfo
         maxAgeMs: config.events.retentionMs,
       })
     : await createEmbeddedBus(openDb);
+  const blobs = openBlobStore(config.blob.url ?? pathToFileURL(resolve(config.db.dataDir, "blobs")).href);
   return {
     bus,
     openDb,
+    blobs,
     async close() {
       await bus.close();
+      await blobs.close();
       await Promise.all(dbs.map((db) => db.close()));
       await embedded?.close();
     },
