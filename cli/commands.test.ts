@@ -8,17 +8,9 @@ import { ServerStatus, ServersService } from "../gen/replay/servers/v1/servers_p
 import { DomainError } from "../lib/errors.js";
 import { contextHeaders } from "../lib/rpc/context.js";
 import { errorInterceptor } from "../lib/rpc/errors.js";
-import {
-  type Clients,
-  type Command,
-  commands,
-  createClients,
-  type Output,
-  parseCommandLine,
-  parseRfc3339,
-  runCommand,
-  usageOf,
-} from "./commands.js";
+import { type Clients, type Command, createClients, type Output } from "./command.js";
+import { commands, parseCommandLine, runCommand, usageOf } from "./commands.js";
+import { parseRfc3339 } from "./flags.js";
 import { type CallContext, CliError, failureOf } from "./output.js";
 
 const call: CallContext = { command: "tenant show", baseUrl: "http://127.0.0.1:8081" };

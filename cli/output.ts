@@ -1,17 +1,7 @@
-import { STATUS_CODES } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { type ErrorCode, errorCodes, type FieldViolation } from "../lib/errors.js";
+import type { ErrorCode } from "../lib/errors.js";
+import { type Problem, problem } from "../lib/problem.js";
 import { contractCodeOf } from "../lib/rpc/errors.js";
-
-/** The RFC 9457 object replayctl prints on stderr when a command fails (decisions.md §1). */
-export type Problem = {
-  type: "about:blank";
-  title: string;
-  status: number;
-  code: ErrorCode;
-  detail: string;
-  errors?: FieldViolation[];
-};
 
 /** A failure and the exit code it ends the process with: 2 for usage errors, 1 otherwise. */
 export type Failure = { problem: Problem; exitCode: 1 | 2 };
@@ -37,14 +27,6 @@ export class CliError extends Error {
 /** A bad command line: INVALID_ARGUMENT, exit 2. */
 export function usageError(detail: string): CliError {
   return new CliError("INVALID_ARGUMENT", detail, 2);
-}
-
-/** Renders a contract code as a problem object; the status always comes from `errorCodes`. */
-export function problem(code: ErrorCode, detail: string, errors: FieldViolation[] = []): Problem {
-  const status = errorCodes[code].status;
-  const out: Problem = { type: "about:blank", title: STATUS_CODES[status] ?? "Error", status, code, detail };
-  if (errors.length > 0) out.errors = errors;
-  return out;
 }
 
 // Node reports an unreachable or dropped peer with these; connect-node maps only some of them to

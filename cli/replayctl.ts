@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { createClients, helpText, parseCommandLine, runCommand } from "./commands.js";
+import { createClients } from "./command.js";
+import { helpText, parseCommandLine, runCommand } from "./commands.js";
 import { type CallContext, failureOf, usageError } from "./output.js";
 
 const DEFAULT_URL = "http://127.0.0.1:8081";

@@ -3,8 +3,9 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ErrorDetailSchema } from "../gen/replay/common/v1/common_pb.js";
 import { DomainError, errorCodes } from "../lib/errors.js";
+import { problem } from "../lib/problem.js";
 import { toConnectError } from "../lib/rpc/errors.js";
-import { problem, toProblem } from "./problem.js";
+import { toProblem } from "./problem.js";
 
 const detail = (code: string) => [{ desc: ErrorDetailSchema, value: create(ErrorDetailSchema, { code }) }];
 

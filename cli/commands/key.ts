@@ -1,0 +1,25 @@
+import { type Command, command } from "../command.js";
+import { list, required, text } from "../flags.js";
+
+/** replayctl key … (spec/operations.md §replayctl). */
+export const keyCommands: readonly Command[] = [
+  command({
+    noun: "key",
+    verb: "create",
+    flags: { tenant: required(text("T")), scopes: required(list("a,b,c")), member: text("M") },
+    run: async (c, v) => {
+      // No --member mints a key from before member binding (empty member_id).
+      const res = await c.admin.createApiKey({ tenantId: v.tenant, scopes: v.scopes, memberId: v.member ?? "" });
+      return { keyId: res.keyId, key: res.key };
+    },
+  }),
+  command({
+    noun: "key",
+    verb: "revoke",
+    flags: { "key-id": required(text("K")) },
+    run: async (c, v) => {
+      const res = await c.admin.revokeApiKey({ keyId: v["key-id"] });
+      return { keyId: res.keyId };
+    },
+  }),
+];

@@ -1,0 +1,63 @@
+import { MemberRole } from "../../gen/replay/common/v1/common_pb.js";
+import { type Command, command } from "../command.js";
+import { bool, choice, required, text } from "../flags.js";
+
+const roles = {
+  owner: MemberRole.OWNER,
+  admin: MemberRole.ADMIN,
+  member: MemberRole.MEMBER,
+  viewer: MemberRole.VIEWER,
+};
+
+/** replayctl member … (spec/operations.md §replayctl). */
+export const memberCommands: readonly Command[] = [
+  command({
+    noun: "member",
+    verb: "add",
+    flags: { tenant: required(text("T")), role: required(choice(roles)), "instance-settings": bool() },
+    run: async (c, v) => {
+      const res = await c.admin.addMember({
+        tenantId: v.tenant,
+        role: v.role,
+        instanceSettings: v["instance-settings"],
+      });
+      return { memberId: res.memberId };
+    },
+  }),
+  command({
+    noun: "member",
+    verb: "update",
+    flags: { member: required(text("M")), role: choice(roles), "instance-settings": bool() },
+    run: async (c, v) => {
+      const res = await c.admin.updateMember({
+        memberId: v.member,
+        role: v.role ?? MemberRole.UNSPECIFIED,
+        instanceSettings: v["instance-settings"],
+      });
+      return { memberId: res.memberId };
+    },
+  }),
+  command({
+    noun: "member",
+    verb: "remove",
+    flags: { member: required(text("M")) },
+    run: async (c, v) => {
+      const res = await c.admin.removeMember({ memberId: v.member });
+      return { memberId: res.memberId };
+    },
+  }),
+  command({
+    noun: "member",
+    verb: "grant",
+    flags: { member: required(text("M")), category: text("C"), server: text("S") },
+    exactlyOne: ["category", "server"],
+    run: async (c, v) => {
+      const res = await c.admin.grantMember({
+        memberId: v.member,
+        categoryId: v.category ?? "",
+        serverId: v.server ?? "",
+      });
+      return { memberId: res.memberId };
+    },
+  }),
+];
