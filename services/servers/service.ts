@@ -88,6 +88,18 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
     return row;
   }
 
+  /** Purge (a server) and cancel (a pending setup) both delete the record, freeing its slot at once. */
+  async function removeServer(to: Target, kind: "server" | "pending"): Promise<void> {
+    await db.transaction(async (tx) => {
+      await lockManageable(tx, to, kind);
+      await store.deleteServer(tx, to.serverId);
+      await store.enqueueEvent(
+        tx,
+        buildEvent("servers.server.purged", { tenantId: to.tenantId, serverId: to.serverId }),
+      );
+    });
+  }
+
   // A tenant created a moment ago may not have reached the plan projection yet; its limit is
   // unknown until it does, so a create waits for it briefly rather than guess.
   async function waitForPlan(tenantId: string): Promise<void> {
@@ -188,28 +200,12 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
     },
 
     async purgeServer(req, ctx) {
-      const to = target(ctx, req.serverId);
-      await db.transaction(async (tx) => {
-        await lockManageable(tx, to, "server");
-        await store.deleteServer(tx, to.serverId);
-        await store.enqueueEvent(
-          tx,
-          buildEvent("servers.server.purged", { tenantId: to.tenantId, serverId: to.serverId }),
-        );
-      });
+      await removeServer(target(ctx, req.serverId), "server");
       return {};
     },
 
     async cancelPendingSetup(req, ctx) {
-      const to = target(ctx, req.serverId);
-      await db.transaction(async (tx) => {
-        await lockManageable(tx, to, "pending");
-        await store.deleteServer(tx, to.serverId);
-        await store.enqueueEvent(
-          tx,
-          buildEvent("servers.server.purged", { tenantId: to.tenantId, serverId: to.serverId }),
-        );
-      });
+      await removeServer(target(ctx, req.serverId), "pending");
       return {};
     },
 
