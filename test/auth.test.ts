@@ -196,7 +196,7 @@ describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
   describe("API keys", () => {
     // Reads the identity schema, which only the distributed system exposes to the test.
     it.skipIf(!sys.databaseUrl)(
-      "mints keys as svc_live_ followed by 40 base62 characters, a new one every time, stored only as SHA-256 hex",
+      "mints keys as svc_live_ followed by 40 base62 characters, a new one every time, stored only as SHA-256 hex (reads the database: distributed only)",
       async () => {
         const t = await tenant();
         const minted = [{ keyId: t.keyId, key: t.key }];
@@ -912,7 +912,7 @@ describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
     });
 
     it.skipIf(oneReplica)(
-      "the nonce check holds across gateway replicas: a request accepted by one is NONCE_REUSED on the other",
+      "the nonce check holds across gateway replicas: a request accepted by one is NONCE_REUSED on the other (needs two replicas)",
       async () => {
         const t = await tenant();
         const auth = authorization(sign(t.signer, "GET", "/v1/replays"));

@@ -483,7 +483,7 @@ describe.each(sharedSystems())("common answer shape ($mode)", (sys) => {
   });
 
   it.skipIf(sys.gatewayUrls.length < 2)(
-    "with two gateway replicas each enforces the tenant's budget divided by two",
+    "with two gateway replicas each enforces the tenant's budget divided by two (needs two replicas)",
     async () => {
       // Burst 6 over 2 replicas: 3 per replica, refilled at 1 token/s each (2 rps / 2).
       const t = await provisionTenant(sys, { rateLimitRps: 2, rateLimitBurst: 6 });

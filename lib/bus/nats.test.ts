@@ -27,6 +27,23 @@ describe.skipIf(!servers)("NATS JetStream bus (skipped: no NATS_URL and no nats-
     }
   });
 
+  it("gives the streams the configured max age (EVENT_RETENTION), and updates a stream made with another", async () => {
+    const namespace = `t${randomBytes(6).toString("hex")}`;
+    onTestFinished(() => deleteNamespaceStreams(servers, namespace));
+    const nc = await connect({ servers });
+    onTestFinished(() => nc.close());
+    const jsm = await nc.jetstreamManager();
+    const maxAge = async () => (await jsm.streams.info(natsStreamName("servers", namespace))).config.max_age;
+
+    const first = await createNatsBus({ servers, namespace, maxAgeMs: 7 * 86_400_000 });
+    await first.close();
+    expect(await maxAge()).toBe(7 * 86_400_000 * 1_000_000);
+    // A later release (or replica) with another window brings the existing stream to it.
+    const second = await createNatsBus({ servers, namespace, maxAgeMs: 3_600_000 });
+    await second.close();
+    expect(await maxAge()).toBe(3_600_000 * 1_000_000);
+  });
+
   it("keeps namespaces apart on one server", async () => {
     await using a = await createNatsTestBus(servers);
     await using b = await createNatsTestBus(servers);
