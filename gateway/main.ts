@@ -8,17 +8,17 @@ import { RecorderService } from "../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
 import { WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
 import { decodeEvent } from "../lib/bus/events.js";
-import { outboxMigrations, startOutboxRelay } from "../lib/bus/outbox.js";
+import { startOutboxRelay } from "../lib/bus/outbox.js";
 import { startRetentionWorker } from "../lib/bus/retention.js";
 import type { Config, ServiceName } from "../lib/config.js";
-import { migrate, readMigrations } from "../lib/db/migrate.js";
+import { type Migration, migrate } from "../lib/db/migrate.js";
 import { logger } from "../lib/log.js";
 import { sourceFolder } from "../lib/paths.js";
 import type { Platform } from "../lib/platform.js";
 import { createTransportPool } from "../lib/rpc/clients.js";
 import { createHealthService } from "../lib/rpc/health.js";
 import { createRpcServer } from "../lib/rpc/server.js";
-import type { Running } from "../lib/service-host.js";
+import { type Running, schemaMigrations } from "../lib/service-host.js";
 import { startWorker } from "../lib/worker/worker.js";
 import { createIdentityAdminService } from "./admin.js";
 import { buildApp } from "./app.js";
@@ -41,16 +41,18 @@ export type RunningGateway = Running & {
 
 const NONCE_SWEEP_MS = 60_000;
 
+/** The identity schema's migrations (the gateway owns it). */
+export function identityMigrations(): Promise<Migration[]> {
+  return schemaMigrations("identity", sourceFolder(import.meta.url, "./migrations"));
+}
+
 /**
  * The gateway: public REST on config.http.port, the internal admin API (Connect/gRPC, h2c) on
  * config.http.internalPort, calling the services at config.serviceUrls.
  */
 export async function start(config: Config, platform: Platform): Promise<RunningGateway> {
   const db = platform.openDb("identity", { poolMax: 20 });
-  await migrate(db, [
-    ...outboxMigrations("identity"),
-    ...(await readMigrations(sourceFolder(import.meta.url, "./migrations"))),
-  ]);
+  await migrate(db, await identityMigrations());
   const relay = startOutboxRelay({ db, bus: platform.bus });
   const retention = startRetentionWorker(db, {
     eventsMs: config.events.retentionMs,

@@ -5,7 +5,7 @@ import { type Consumer, startConsumer } from "./bus/consumer.js";
 import { outboxMigrations, startOutboxRelay } from "./bus/outbox.js";
 import { startRetentionWorker } from "./bus/retention.js";
 import type { Config } from "./config.js";
-import { migrate, readMigrations } from "./db/migrate.js";
+import { type Migration, migrate, readMigrations } from "./db/migrate.js";
 import type { Db } from "./db/types.js";
 import type { Platform } from "./platform.js";
 import { createHealthService } from "./rpc/health.js";
@@ -35,6 +35,11 @@ export type ServiceSpec = {
   setup(deps: ServiceDeps): ServiceParts | Promise<ServiceParts>;
 };
 
+/** Everything a schema is migrated with: the platform's outbox and inbox first, then its own folder. */
+export async function schemaMigrations(schema: string, migrationsDir?: string): Promise<Migration[]> {
+  return [...outboxMigrations(schema), ...(migrationsDir ? await readMigrations(migrationsDir) : [])];
+}
+
 /**
  * Starts one service the same way in both run modes: its schema's migrations (the outbox and
  * inbox first), the outbox relay and the event retention worker, its consumers and workers, then
@@ -43,8 +48,7 @@ export type ServiceSpec = {
  */
 export async function startService(spec: ServiceSpec, config: Config, platform: Platform): Promise<Running> {
   const db = platform.openDb(spec.name);
-  const own = spec.migrationsDir ? await readMigrations(spec.migrationsDir) : [];
-  await migrate(db, [...outboxMigrations(spec.name), ...own]);
+  await migrate(db, await schemaMigrations(spec.name, spec.migrationsDir));
   const now = () => new Date();
   const relay = startOutboxRelay({ db, bus: platform.bus });
   const retention = startRetentionWorker(db, {

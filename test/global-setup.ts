@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
+import { createPostgresTemplate, writeEmbeddedTemplate } from "./db-template.js";
 import { freePorts } from "./free-port.js";
 import { natsServer, natsServerBinary } from "./nats-server.js";
 import type { SharedSystemInfo } from "./shared-system.js";
@@ -13,6 +14,10 @@ declare module "vitest" {
     natsUrl: string;
     /** The systems every end-to-end file shares: embedded always, distributed with Postgres and NATS. */
     systems: SharedSystemInfo[];
+    /** A Postgres database with every schema migrated, to create per-file databases from ("" without DATABASE_URL). */
+    templateDatabase: string;
+    /** A file holding the embedded database with every schema migrated, for in-memory test databases. */
+    embeddedTemplate: string;
   }
 }
 
@@ -49,23 +54,37 @@ export default async function setup(project: TestProject): Promise<() => Promise
       (skipped.length > 0 ? `  skipped, each with its reason: ${skipped.join("; ")}\n` : ""),
   );
 
-  const started = await Promise.allSettled([
-    startEmbeddedSystem(),
-    distributed ? startDistributedSystem({ gateways: 2, natsUrl }) : Promise.resolve(undefined),
+  const templateDir = await mkdtemp(join(tmpdir(), "replay-test-template-"));
+  const embeddedTemplate = join(templateDir, "embedded.tar");
+  const [started, postgresTemplate] = await Promise.all([
+    Promise.allSettled([
+      startEmbeddedSystem(),
+      distributed ? startDistributedSystem({ gateways: 2, natsUrl }) : Promise.resolve(undefined),
+    ]),
+    process.env.DATABASE_URL ? createPostgresTemplate(process.env.DATABASE_URL) : undefined,
+    writeEmbeddedTemplate(embeddedTemplate),
   ]);
+  const dropTemplates = async () => {
+    await postgresTemplate?.drop();
+    await rm(templateDir, { recursive: true, force: true });
+  };
   const systems = started.flatMap((s) => (s.status === "fulfilled" && s.value ? [s.value] : []));
   const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
   if (failed) {
     await Promise.all(systems.map((sys) => sys.stop()));
     await stopNats();
+    await dropTemplates();
     throw failed.reason;
   }
   project.provide("natsUrl", natsUrl);
+  project.provide("templateDatabase", postgresTemplate?.name ?? "");
+  project.provide("embeddedTemplate", embeddedTemplate);
   project.provide("systems", systems.map(describeSystem));
 
   return async () => {
     const codes = await Promise.all(systems.map(async (sys) => ({ sys, codes: await sys.stop() })));
     await stopNats();
+    await dropTemplates();
     const unclean = codes.filter(({ codes }) => codes.some((code) => code !== 0));
     if (unclean.length > 0) {
       throw new Error(

@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { inject } from "vitest";
 import { createPgDb } from "./db.js";
 import { createEmbeddedDb, openEmbeddedPostgres } from "./embedded.js";
 import type { Db } from "./types.js";
@@ -11,17 +13,20 @@ import type { Db } from "./types.js";
 export type TestDb = { db: Db; dbFor(schema: string): Db } & AsyncDisposable;
 
 /**
- * A database of its own for one test: with `DATABASE_URL`, a fresh Postgres database created
- * through that URL and dropped on dispose; without it, an in-memory PGlite.
+ * A database of its own for one test: with `DATABASE_URL`, a Postgres database created through
+ * that URL from the run's migrated template and dropped on dispose; without it, an in-memory
+ * PGlite loaded from the same template. Every service schema is migrated already.
  */
 export async function createTestDb(schema: string): Promise<TestDb> {
   const url = process.env.DATABASE_URL;
   if (!url) return createEmbeddedTestDb(schema);
   const name = `t_${randomBytes(8).toString("hex")}`;
-  // Database statements take no parameters; `name` is generated above, never input.
+  // Database statements take no parameters; `name` is generated above, never input. The template
+  // (test/global-setup.ts) has every schema migrated already.
+  const template = inject("templateDatabase");
   const admin = createPgDb({ url, schema: "public", poolMax: 1, applicationName: "test-admin" });
   try {
-    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ""}`);
   } catch (err) {
     await admin.close();
     throw err;
@@ -62,8 +67,14 @@ export function testDbModes(): TestDbMode[] {
   return modes;
 }
 
+let embeddedTemplate: Promise<Blob | undefined> | undefined;
+
 async function createEmbeddedTestDb(schema: string): Promise<TestDb> {
-  const embedded = await openEmbeddedPostgres(undefined);
+  embeddedTemplate ??= (async () => {
+    const path = inject("embeddedTemplate");
+    return path ? new Blob([await readFile(path)]) : undefined;
+  })();
+  const embedded = await openEmbeddedPostgres(undefined, await embeddedTemplate);
   return {
     db: createEmbeddedDb(embedded, schema),
     dbFor: (other) => createEmbeddedDb(embedded, other),

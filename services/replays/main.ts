@@ -4,31 +4,29 @@ import type { Config } from "../../lib/config.js";
 import { loadPageTokenKey } from "../../lib/page/key.js";
 import { createPageTokens } from "../../lib/page/token.js";
 import type { Platform } from "../../lib/platform.js";
-import { type Running, startService } from "../../lib/service-host.js";
+import { type Running, type ServiceSpec, startService } from "../../lib/service-host.js";
 import { createReplaysService } from "./service.js";
 
 /** The replays service: replay reads and deletes, the recording lifecycle and operator actions. */
-export function start(config: Config, platform: Platform): Promise<Running> {
-  return startService(
-    {
-      name: "replays",
-      healthNames: [ReplaysService.typeName, RecordingService.typeName],
-      async setup({ config }) {
-        const key = await loadPageTokenKey({
-          key: config.pages.tokenKey,
-          keyFile: config.pages.tokenKeyFile,
-          dataDir: config.db.dataDir,
-        });
-        const replays = createReplaysService({ pageTokens: createPageTokens(key) });
-        return {
-          routes(router) {
-            router.service(ReplaysService, replays);
-            router.service(RecordingService, {});
-          },
-        };
+export const replaysService: ServiceSpec = {
+  name: "replays",
+  healthNames: [ReplaysService.typeName, RecordingService.typeName],
+  async setup({ config }) {
+    const key = await loadPageTokenKey({
+      key: config.pages.tokenKey,
+      keyFile: config.pages.tokenKeyFile,
+      dataDir: config.db.dataDir,
+    });
+    const replays = createReplaysService({ pageTokens: createPageTokens(key) });
+    return {
+      routes(router) {
+        router.service(ReplaysService, replays);
+        router.service(RecordingService, {});
       },
-    },
-    config,
-    platform,
-  );
+    };
+  },
+};
+
+export function start(config: Config, platform: Platform): Promise<Running> {
+  return startService(replaysService, config, platform);
 }

@@ -3,29 +3,27 @@ import { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
 import type { Config } from "../../lib/config.js";
 import { sourceFolder } from "../../lib/paths.js";
 import type { Platform } from "../../lib/platform.js";
-import { type Running, startService } from "../../lib/service-host.js";
+import { type Running, type ServiceSpec, startService } from "../../lib/service-host.js";
 import { serversConsumers } from "./events.js";
 import { createRecorderService, createServersService } from "./service.js";
 
 /** The servers service: management RPCs, recorder check-in, categories, plan slots. */
-export function start(config: Config, platform: Platform): Promise<Running> {
-  return startService(
-    {
-      name: "servers",
-      migrationsDir: sourceFolder(import.meta.url, "./migrations"),
-      healthNames: [ServersService.typeName, RecorderService.typeName],
-      setup({ db, now }) {
-        const deps = { db, now };
-        return {
-          routes(router) {
-            router.service(ServersService, createServersService(deps));
-            router.service(RecorderService, createRecorderService(deps));
-          },
-          consumers: serversConsumers,
-        };
+export const serversService: ServiceSpec = {
+  name: "servers",
+  migrationsDir: sourceFolder(import.meta.url, "./migrations"),
+  healthNames: [ServersService.typeName, RecorderService.typeName],
+  setup({ db, now }) {
+    const deps = { db, now };
+    return {
+      routes(router) {
+        router.service(ServersService, createServersService(deps));
+        router.service(RecorderService, createRecorderService(deps));
       },
-    },
-    config,
-    platform,
-  );
+      consumers: serversConsumers,
+    };
+  },
+};
+
+export function start(config: Config, platform: Platform): Promise<Running> {
+  return startService(serversService, config, platform);
 }
