@@ -1,12 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it, onTestFinished } from "vitest";
-import { createEmbeddedDb, type EmbeddedPostgres, openEmbeddedPostgres } from "../db/embedded.js";
+import { type TestDbMode, testDbModes } from "../db/_testing.js";
 import { createEmbeddedTestBus, describeBusContract, type TestBus, waitFor } from "./_testing.js";
 
-/** An embedded bus on an in-memory embedded database of its own; `reopen` starts a second bus on the same data. */
+/** An embedded bus on an in-memory embedded database of its own (from the migrated template); `reopen` starts a second bus on the same data. */
 async function openWorld(): Promise<TestBus & { reopen(): Promise<TestBus> }> {
-  const embedded: EmbeddedPostgres = await openEmbeddedPostgres(undefined);
-  const openDb = (schema: string) => createEmbeddedDb(embedded, schema);
+  const [embeddedMode] = testDbModes();
+  const testDb = await (embeddedMode as TestDbMode).open("bus");
+  const openDb = testDb.dbFor;
   const world = await createEmbeddedTestBus(openDb);
   const others: TestBus[] = [];
   return {
@@ -19,7 +20,7 @@ async function openWorld(): Promise<TestBus & { reopen(): Promise<TestBus> }> {
     async [Symbol.asyncDispose]() {
       for (const other of others) await other[Symbol.asyncDispose]();
       await world[Symbol.asyncDispose]();
-      await embedded.close();
+      await testDb[Symbol.asyncDispose]();
     },
   };
 }
