@@ -1,6 +1,7 @@
 import type { ConsumerConfig, ConsumerMessages, JetStreamManager, JsMsg, NatsConnection, NatsError } from "nats";
 import { AckPolicy, ConsumerEvents, connect, DeliverPolicy, Events, nanos, RetentionPolicy, StorageType } from "nats";
 import { logger } from "../log.js";
+import { startWorker } from "../worker/worker.js";
 import type { Bus, BusHandler, Producer } from "./bus.js";
 import { assertDurableName, assertPublishSubject, assertSubjectPattern, producers } from "./bus.js";
 
@@ -119,20 +120,26 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
     msg.ack();
   };
 
-  // One consume loop per consumer. The client resumes pulling by itself after a reconnect; the
-  // loop also restarts consumption (after re-creating the consumer) when the iterator ends or
-  // reports the consumer gone, so that nothing short of stop() ends it.
+  // One consume loop per consumer, on the platform's worker. The client resumes pulling by itself
+  // after a reconnect; a round also ends (and the worker starts another, re-creating the consumer)
+  // when the iterator ends or reports the consumer gone, so that nothing short of stop() ends it.
+  // A round that ended before delivering anything counts as failed, so restarts back off.
   const startConsumeLoop = (stream: string, name: string, filter: string, handler: BusHandler) => {
     let stopping = false;
     let current: ConsumerMessages | undefined;
-    let wake: (() => void) | undefined;
-    const done = (async () => {
-      for (let failures = 0; !stopping; ) {
+    let started = false;
+    const worker = startWorker({
+      name: `nats:${name}`,
+      intervalMs: restartBaseMs,
+      backoff: { baseMs: restartBaseMs, maxMs: restartMaxMs },
+      round: async () => {
+        if (started) await ensureConsumer(stream, name, filter);
+        started = true;
+        const consumer = await js.consumers.get(stream, name);
+        const messages = await consumer.consume({ max_messages: pullBatch });
+        current = messages;
+        let delivered = 0;
         try {
-          if (failures > 0) await ensureConsumer(stream, name, filter);
-          const consumer = await js.consumers.get(stream, name);
-          const messages = await consumer.consume({ max_messages: pullBatch });
-          current = messages;
           if (stopping) await messages.close();
           void restartWhenGone(messages, name);
           for await (const msg of messages) {
@@ -142,31 +149,21 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
               continue;
             }
             await deliver(msg, handler);
-            failures = 0;
+            delivered++;
           }
-          if (!stopping) log.warn({ stream, consumer: name }, "consume ended; restarting");
-        } catch (err) {
-          if (!stopping) log.warn({ err, stream, consumer: name }, "consume failed; restarting");
         } finally {
           current = undefined;
         }
-        if (stopping) break;
-        failures++;
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, Math.min(restartBaseMs * 2 ** (failures - 1), restartMaxMs));
-          wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        wake = undefined;
-      }
-    })();
+        if (stopping) return false;
+        if (delivered === 0) throw new Error(`consume of ${name} ended before delivering anything`);
+        log.warn({ stream, consumer: name }, "consume ended; restarting");
+        return true;
+      },
+    });
     return async () => {
       stopping = true;
-      wake?.();
       await current?.close();
-      await done;
+      await worker.stop();
     };
   };
 
