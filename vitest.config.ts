@@ -11,5 +11,8 @@ export default defineConfig({
     maxWorkers: 2,
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // Test files share a worker process in turn (no fresh process and module graph per file): they
+    // keep no module state that one could leak to another, and a run takes about 3 s less.
+    isolate: false,
   },
 });
