@@ -1,26 +1,32 @@
 import { randomUUID } from "node:crypto";
-import { describe, expect, it, onTestFinished } from "vitest";
-import { type TestDbMode, testDbModes } from "../db/_testing.js";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { type TestDb, type TestDbMode, testDbModes } from "../db/_testing.js";
 import { createEmbeddedTestBus, describeBusContract, type TestBus, waitFor } from "./_testing.js";
 
-/** An embedded bus on an in-memory embedded database of its own (from the migrated template); `reopen` starts a second bus on the same data. */
+// One embedded database for the file (from the migrated template); the tests run one after another
+// and each starts from empty outboxes and no cursors.
+let testDb: TestDb;
+beforeAll(async () => {
+  testDb = await (testDbModes()[0] as TestDbMode).open("bus");
+});
+afterAll(() => testDb[Symbol.asyncDispose]());
+
+/** An embedded bus on the file's database, emptied first; `reopen` starts a second bus on the same data. */
 async function openWorld(): Promise<TestBus & { reopen(): Promise<TestBus> }> {
-  const [embeddedMode] = testDbModes();
-  const testDb = await (embeddedMode as TestDbMode).open("bus");
-  const openDb = testDb.dbFor;
-  const world = await createEmbeddedTestBus(openDb);
+  await testDb.db.query("TRUNCATE identity.outbox, servers.outbox, replays.outbox");
+  await testDb.db.query("DROP TABLE IF EXISTS bus.cursor, bus.schema_migrations");
+  const world = await createEmbeddedTestBus(testDb.dbFor);
   const others: TestBus[] = [];
   return {
     ...world,
     reopen: async () => {
-      const other = await createEmbeddedTestBus(openDb);
+      const other = await createEmbeddedTestBus(testDb.dbFor);
       others.push(other);
       return other;
     },
     async [Symbol.asyncDispose]() {
       for (const other of others) await other[Symbol.asyncDispose]();
       await world[Symbol.asyncDispose]();
-      await testDb[Symbol.asyncDispose]();
     },
   };
 }
