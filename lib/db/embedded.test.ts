@@ -2,13 +2,16 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { type TestDbMode, testDbModes } from "./_testing.js";
 import { createEmbeddedDb, openEmbeddedPostgres } from "./embedded.js";
 
 describe("embedded Postgres", () => {
-  it("keeps data across restarts on the same data directory", async () => {
+  // One data directory on disk for both guarantees: an initdb on disk costs about two seconds.
+  it("keeps data across restarts on the same data directory, and refuses a second opener while it is in use", async () => {
     const dir = await mkdtemp(join(tmpdir(), "pglite-"));
     try {
       const first = await openEmbeddedPostgres(dir);
+      await expect(openEmbeddedPostgres(dir)).rejects.toThrow(/in use by process/);
       const db = createEmbeddedDb(first, "shop");
       await db.query("CREATE SCHEMA shop");
       await db.query("CREATE TABLE shop.item (n int8)");
@@ -25,20 +28,9 @@ describe("embedded Postgres", () => {
     }
   });
 
-  it("refuses a second opener of a data directory in use", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "pglite-"));
-    const first = await openEmbeddedPostgres(dir);
-    try {
-      await expect(openEmbeddedPostgres(dir)).rejects.toThrow(/in use by process/);
-    } finally {
-      await first.close();
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
-
   it("rolls a failed transaction back and runs onCommit hooks only after a commit", async () => {
-    const pg = await openEmbeddedPostgres(undefined);
-    const db = createEmbeddedDb(pg, "shop");
+    await using testDb = await (testDbModes()[0] as TestDbMode).open("shop");
+    const { db } = testDb;
     await db.query("CREATE SCHEMA shop; ");
     await db.query("CREATE TABLE shop.item (n int)");
     const hooks: string[] = [];
@@ -56,6 +48,5 @@ describe("embedded Postgres", () => {
     const { rows } = await db.query<{ n: number }>("SELECT n FROM shop.item");
     expect(rows).toEqual([{ n: 2 }]);
     expect(hooks).toEqual(["committed"]);
-    await pg.close();
   });
 });
