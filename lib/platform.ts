@@ -47,7 +47,7 @@ export async function openPlatform(config: Config, name: string): Promise<Platfo
         maxAgeMs: config.events.retentionMs,
       })
     : await createEmbeddedBus(openDb);
-  const blobs = openBlobStore(config.blob.url ?? pathToFileURL(resolve(config.db.dataDir, "blobs")).href);
+  const blobs = await openBlobStore(config.blob.url ?? pathToFileURL(resolve(config.db.dataDir, "blobs")).href);
   return {
     bus,
     openDb,

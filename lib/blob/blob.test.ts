@@ -129,7 +129,7 @@ describe("blob keys and BLOB_URL", () => {
   });
 
   it("opens the adapter BLOB_URL names", async () => {
-    const viaUrl = openBlobStore(`file://${fsRoot}`);
+    const viaUrl = await openBlobStore(`file://${fsRoot}`);
     const k = key();
     await viaUrl.put(k, Buffer.from("through the url"));
     expect((await bytesOf(await createFsBlobStore(fsRoot).get(k))).toString()).toBe("through the url");

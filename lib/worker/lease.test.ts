@@ -1,19 +1,26 @@
-import { describe, expect, it } from "vitest";
-import { testDbModes } from "../db/_testing.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type TestDb, testDbModes } from "../db/_testing.js";
 import { claimLeases, type LeaseTable, newLeaseOwner, releaseLeases } from "./lease.js";
 
 const jobs: LeaseTable = { table: "lease_test.job", key: "id", ready: "NOT done", order: "id" };
 
 describe.each(testDbModes())("leases ($name database)", ({ open }) => {
-  async function setup() {
-    const testDb = await open("lease_test");
-    await testDb.db.query("CREATE SCHEMA lease_test");
-    await testDb.db.query(
+  // One database per mode for the file; each test starts from 40 fresh jobs.
+  let shared: TestDb;
+  beforeAll(async () => {
+    shared = await open("lease_test");
+    await shared.db.query("CREATE SCHEMA lease_test");
+    await shared.db.query(
       `CREATE TABLE lease_test.job (id int PRIMARY KEY, done boolean NOT NULL DEFAULT false,
                                     lease_owner text, lease_expires_at timestamptz)`,
     );
-    await testDb.db.query("INSERT INTO lease_test.job (id) SELECT generate_series(1, 40)");
-    return testDb;
+  });
+  afterAll(() => shared[Symbol.asyncDispose]());
+
+  async function setup(): Promise<TestDb> {
+    await shared.db.query("TRUNCATE lease_test.job");
+    await shared.db.query("INSERT INTO lease_test.job (id) SELECT generate_series(1, 40)");
+    return { ...shared, [Symbol.asyncDispose]: async () => {} };
   }
 
   it("never hands one row to two replicas claiming at once", async () => {
