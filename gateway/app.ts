@@ -159,10 +159,11 @@ function sendProblem(req: FastifyRequest, reply: FastifyReply, body: Problem) {
  */
 async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply: FastifyReply): Promise<void> {
   const [path = "", rawQuery = ""] = splitUrl(req.url);
+  const authorization = singleAuthorization(req.raw.rawHeaders);
   let tenantId: string;
   let memberId: string | null = null;
   if (route.auth === "api-key") {
-    const identity = await deps.authenticator.apiKey(req.headers.authorization);
+    const identity = await deps.authenticator.apiKey(authorization);
     tenantId = identity.tenant_id;
     memberId = identity.member_id;
     const decision = deps.rateLimiter.take(
@@ -181,7 +182,7 @@ async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply
     }
   } else {
     tenantId = await deps.authenticator.signature({
-      authorization: req.headers.authorization,
+      authorization,
       method: req.method,
       path,
       rawQuery,
@@ -198,6 +199,23 @@ async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply
     headers: req.headers,
     rpc: { headers: trustedHeaders({ tenantId, actor, requestId: req.id }), timeoutMs: deps.rpcTimeoutMs ?? 10_000 },
   };
+}
+
+/**
+ * The one Authorization header of a request. Node keeps only the first of repeated header lines in
+ * `req.headers`; two lines are two credentials, which decisions.md §2 refuses as UNAUTHENTICATED,
+ * like two credentials in one line.
+ */
+function singleAuthorization(rawHeaders: readonly string[]): string | undefined {
+  let value: string | undefined;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]?.toLowerCase() !== "authorization") continue;
+    if (value !== undefined) {
+      throw new DomainError("UNAUTHENTICATED", "send one Authorization header with one credential");
+    }
+    value = rawHeaders[i + 1] ?? "";
+  }
+  return value;
 }
 
 function splitUrl(url: string): [string, string] {

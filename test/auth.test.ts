@@ -1,6 +1,7 @@
 // Authentication and tenancy at the gateway, end to end: decisions.md §2 ("API keys", "Request
 // signing", "Tenancy") against the distributed deployment with two gateway replicas.
 import { createHash, createHmac, randomBytes, randomUUID } from "node:crypto";
+import { connect } from "node:net";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import {
@@ -87,6 +88,41 @@ function sign(
     bodySha256: sha256Hex(opts.body ?? ""),
   });
   return { tenant, ts, nonce, kid, sig: hmacSha256Hex(opts.secret ?? signer.secret, canonical) };
+}
+
+/**
+ * One HTTP/1.1 request written byte for byte, for what fetch cannot send (repeated header lines).
+ * Resolves to the status, content type and body of the answer.
+ */
+function rawRequest(
+  baseUrl: string,
+  requestLine: string,
+  headerLines: string[],
+): Promise<{ status: number; contentType: string; body: string }> {
+  const { hostname, port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port) }, () => {
+      // write, not end: a half-closed client connection may be dropped before the answer.
+      socket.write(
+        [`${requestLine} HTTP/1.1`, `Host: ${hostname}`, ...headerLines, "Connection: close", "", ""].join("\r\n"),
+      );
+    });
+    const chunks: Buffer[] = [];
+    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+    socket.on("error", reject);
+    socket.on("end", () => {
+      const text = Buffer.concat(chunks).toString("utf8");
+      const [head = "", ...rest] = text.split("\r\n\r\n");
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]);
+      const contentType = /^content-type: *(.*)$/im.exec(head)?.[1] ?? "";
+      const raw = rest.join("\r\n\r\n");
+      // Fastify answers small bodies with Content-Length; a chunked one is unwrapped here.
+      const body = /^transfer-encoding: *chunked/im.test(head)
+        ? raw.replace(/^[0-9a-f]+\r\n|\r\n[0-9a-f]+\r\n/gi, "")
+        : raw;
+      resolve({ status, contentType, body: body.replace(/\r\n0\r\n$/, "") });
+    });
+  });
 }
 
 /** The Authorization header from parameters, in the order given. */
@@ -853,12 +889,40 @@ describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
       expectProblem(undecodable, 401, "INVALID_SIGNATURE", "undecodable query");
     });
 
+    it("answers 401 UNAUTHENTICATED to two Authorization header lines, on key and signed routes alike", async () => {
+      const t = await tenant();
+      const signed = authorization(sign(t.signer, "GET", "/v1/replays"));
+      const cases: [string, string[]][] = [
+        ["/v1/api/servers", [`Bearer ${t.key}`, `Bearer ${t.key}`]],
+        ["/v1/api/servers", [`Bearer ${t.key}`, signed]],
+        ["/v1/replays", [signed, signed]],
+        ["/v1/replays", [signed, `Bearer ${t.key}`]],
+      ];
+      for (const [path, lines] of cases) {
+        const res = await rawRequest(
+          url0,
+          `GET ${path}`,
+          lines.map((line) => `Authorization: ${line}`),
+        );
+        expect(res.status, `${path} ${lines.join(" | ")}: ${res.body}`).toBe(401);
+        expect(JSON.parse(res.body).code).toBe("UNAUTHENTICATED");
+        expect(res.contentType).toMatch(/^application\/problem\+json/);
+      }
+      // One line of each still works.
+      expect((await rawRequest(url0, "GET /v1/api/servers", [`Authorization: Bearer ${t.key}`])).status).toBe(200);
+    });
+
     it("answers 401 REQUEST_EXPIRED when ts is more than 300 000 ms from server time, and accepts it inside the window", async () => {
       const t = await tenant();
       const now = Date.now();
       for (const ts of [now - 310_000, now + 310_000, now - 3_600_000, 0]) {
         const res = await call(url0, "GET", "/v1/replays", authorization(sign(t.signer, "GET", "/v1/replays", { ts })));
         expectProblem(res, 401, "REQUEST_EXPIRED", `ts ${ts - now} ms from now`);
+      }
+      // A plain decimal integer of any length is well formed; a 16- or 40-digit one is just far away.
+      for (const ts of [`${now}0`, "9".repeat(40)]) {
+        const res = await call(url0, "GET", "/v1/replays", authorization(sign(t.signer, "GET", "/v1/replays", { ts })));
+        expectProblem(res, 401, "REQUEST_EXPIRED", `a ${ts.length}-digit ts`);
       }
       for (const offset of [-290_000, 290_000]) {
         const res = await call(

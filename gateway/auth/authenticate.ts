@@ -74,12 +74,13 @@ export function createAuthenticator(deps: { db: Queryable; keyCache: KeyCache; n
         }),
       );
       if (!timingSafeEqualHex(expected, sig)) throw invalid();
-      const nowMs = now();
-      if (Math.abs(nowMs - ts) > SIGNATURE_WINDOW_MS) {
+      // A ts of any length parses; one beyond 2^53 is far outside the window whatever its rounding.
+      const tsMs = Number(ts);
+      if (!(Math.abs(now() - tsMs) <= SIGNATURE_WINDOW_MS)) {
         throw new DomainError("REQUEST_EXPIRED", "ts is more than 300 seconds from the server's time");
       }
       // Remembered until the request's own window closes; after that it is REQUEST_EXPIRED anyway.
-      const fresh = await store.insertNonce(db, kid, nonce, new Date(ts + SIGNATURE_WINDOW_MS + 1000));
+      const fresh = await store.insertNonce(db, kid, nonce, new Date(tsMs + SIGNATURE_WINDOW_MS + 1000));
       if (!fresh) throw new DomainError("NONCE_REUSED", "this nonce was already used with this key");
       return tenantId;
     },

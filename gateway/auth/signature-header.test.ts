@@ -60,18 +60,25 @@ function withValue(name: string, value: string): Record<string, string> {
 }
 
 describe("parseSignatureAuthorization: accepted headers", () => {
-  it("returns the five parameters, ts as a number, tenant as sent", () => {
+  it("returns the five parameters, ts and tenant as sent", () => {
     const params = validParams();
     expect(parseSignatureAuthorization(header(params))).toEqual({
       ok: true,
       params: {
         tenant: params.tenant,
-        ts: 1700000000000,
+        ts: "1700000000000",
         nonce: NONCE,
         kid: params.kid,
         sig: SIG,
       },
     });
+  });
+
+  it("takes a plain decimal ts of any length (the window, not the parser, refuses a far one)", () => {
+    for (const ts of ["1700000000000000", "9".repeat(40)]) {
+      const parsed = parseSignatureAuthorization(header({ ...validParams(), ts }));
+      expect(parsed.ok && parsed.params.ts, ts).toBe(ts);
+    }
   });
 
   const accepted: Array<[string, () => string]> = [
@@ -179,7 +186,6 @@ describe("parseSignatureAuthorization: INVALID_SIGNATURE", () => {
     ["a fractional ts", () => header(withValue("ts", "1700000000000.5"))],
     ["a ts in exponent form", () => header(withValue("ts", "1.7e12"))],
     ["a hexadecimal ts", () => header(withValue("ts", "0x18BCFE56800"))],
-    ["a 16-digit ts", () => header(withValue("ts", "1700000000000000"))],
     [
       "a ts with leading zeros (String(ts) would differ from what was signed)",
       () => header(withValue("ts", "01700000000000")),
@@ -252,7 +258,7 @@ describe.skipIf(!hasReference)("parseSignatureAuthorization with the conformance
       ok: true,
       params: {
         tenant,
-        ts: signed.ts,
+        ts: String(signed.ts),
         nonce: signed.nonce,
         kid,
         sig: signed.sig,

@@ -12,7 +12,8 @@ import { SIGNING_SCHEME } from "../../lib/signing.js";
  */
 export type SignatureParams = {
   tenant: string;
-  ts: number;
+  /** As sent: the canonical string carries this text, and its value decides the window. */
+  ts: string;
   nonce: string;
   kid: string;
   sig: string;
@@ -24,9 +25,10 @@ export type SignatureHeaderResult = { ok: true; params: SignatureParams } | { ok
 
 const PARAM_NAMES = new Set(["tenant", "ts", "nonce", "kid", "sig"]);
 
-// Without leading zeros, String(ts) is exactly the text that was sent, so the canonical string
-// the gateway rebuilds from the number is the one the client signed. 15 digits stay below 2^53.
-const TS = /^(?:0|[1-9][0-9]{0,14})$/;
+// decisions.md §2: a plain decimal integer, of any length (one too long to be near now is
+// REQUEST_EXPIRED, not malformed). Leading zeros stay refused, as before: a client whose ts
+// serialises with them is not sending unix milliseconds.
+const TS = /^(?:0|[1-9][0-9]*)$/;
 const NONCE = /^[A-Za-z0-9_-]{16,64}$/;
 const SIG = /^[0-9a-f]{64}$/;
 // Only "non-empty" is contractual; a kid outside visible ASCII or longer than this can never be
@@ -93,7 +95,7 @@ export function parseSignatureAuthorization(header: string | undefined): Signatu
   if (!isUuid(tenant) || !TS.test(ts) || !NONCE.test(nonce) || !KID.test(kid) || !SIG.test(sig)) {
     return invalidSignature;
   }
-  return { ok: true, params: { tenant, ts: Number(ts), nonce, kid, sig } };
+  return { ok: true, params: { tenant, ts, nonce, kid, sig } };
 }
 
 /**
