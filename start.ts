@@ -65,7 +65,7 @@ async function main(): Promise<void> {
 /** The embedded default: the four services on loopback ports of their own, then the gateway. */
 async function startAll(config: Config, platform: Platform): Promise<Running[]> {
   // The services listen on loopback ports of their own choosing; the gateway is told where.
-  const internal: Config = { ...config, http: { ...config.http, port: 0, host: "127.0.0.1" } };
+  const internal: Config = { ...config, http: { ...config.http, port: 0, internalHost: "127.0.0.1" } };
   const started = await Promise.all(serviceNames.map((service) => services[service](internal, platform)));
   const serviceUrls = Object.fromEntries(
     serviceNames.map((service, i) => [service, started[i]?.url as string]),
@@ -74,7 +74,9 @@ async function startAll(config: Config, platform: Platform): Promise<Running[]> 
   process.stdout.write(
     `\nreplay service (${config.db.url ? "Postgres" : "embedded Postgres"}, ${config.bus.natsUrl ? "NATS" : "in-process bus"})\n`,
   );
-  process.stdout.write(`  gateway:      ${gateway.url}\n  internal API: ${gateway.internalUrl} (REPLAYCTL_URL)\n`);
+  process.stdout.write(
+    `  gateway:      ${gateway.bound.public}\n  internal API: ${gateway.bound.internal} (REPLAYCTL_URL)\n`,
+  );
   if (gateway.fresh) {
     const dev = await createDevTenant(gateway.internalUrl);
     process.stdout.write(

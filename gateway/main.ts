@@ -1,3 +1,4 @@
+import type { AddressInfo } from "node:net";
 import { type Client, createClient } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.js";
 import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
@@ -15,6 +16,7 @@ import { type Migration, migrate } from "../lib/db/migrate.js";
 import { logger } from "../lib/log.js";
 import { sourceFolder } from "../lib/paths.js";
 import type { Platform } from "../lib/platform.js";
+import { boundUrl } from "../lib/rpc/bound-url.js";
 import { createTransportPool } from "../lib/rpc/clients.js";
 import { createHealthService } from "../lib/rpc/health.js";
 import { createRpcServer } from "../lib/rpc/server.js";
@@ -33,6 +35,8 @@ const log = logger("gateway:main");
 
 export type RunningGateway = Running & {
   internalUrl: string;
+  /** The addresses the public and internal ports really bound (HOST, INTERNAL_HOST), for the banner. */
+  bound: { public: string; internal: string };
   port: number;
   internalPort: number;
   /** True when no tenant existed at start: a fresh data directory. */
@@ -106,12 +110,12 @@ export async function start(config: Config, platform: Platform): Promise<Running
     now,
   });
   await app.listen({ port: config.http.port ?? 8080, host: config.http.host });
-  const port = app.server.address() as { port: number };
+  const port = app.server.address() as AddressInfo;
 
   const admin = await createRpcServer({
     name: "gateway-internal",
     port: config.http.internalPort,
-    host: config.http.host,
+    host: config.http.internalHost,
     routes(router) {
       router.service(IdentityAdminService, createIdentityAdminService({ db, keyCache, servers, replays }));
       router.service(ServersService, forwardService(ServersService, servers));
@@ -140,6 +144,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
   return {
     url: `http://127.0.0.1:${port.port}`,
     internalUrl: admin.url,
+    bound: { public: boundUrl(port), internal: admin.boundUrl },
     port: port.port,
     internalPort: admin.port,
     fresh,

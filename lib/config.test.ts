@@ -85,6 +85,12 @@ describe("loadConfig", () => {
     }
   });
 
+  it("listens on loopback unless HOST (public port) or INTERNAL_HOST (admin API and services) widen it", () => {
+    expect(loadConfig({}).http).toMatchObject({ host: "127.0.0.1", internalHost: "127.0.0.1" });
+    expect(loadConfig({ HOST: "0.0.0.0" }).http).toMatchObject({ host: "0.0.0.0", internalHost: "127.0.0.1" });
+    expect(loadConfig({ INTERNAL_HOST: "::" }).http).toMatchObject({ host: "127.0.0.1", internalHost: "::" });
+  });
+
   it("returns a frozen object", () => {
     const config = loadConfig({});
     expect(Object.isFrozen(config.webhooks.retryScheduleMs)).toBe(true);

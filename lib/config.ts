@@ -18,7 +18,11 @@ export const defaultServicePorts: Record<ServiceName, number> = {
 export type Config = Readonly<{
   /** Embedded: one process, embedded Postgres. Distributed: DATABASE_URL is set. */
   mode: "embedded" | "distributed";
-  http: Readonly<{ port: number | undefined; internalPort: number; host: string }>;
+  /**
+   * `host` is where the gateway's public port listens (HOST); `internalHost` where the internal admin
+   * API and the services listen (INTERNAL_HOST). Both are loopback unless widened on purpose.
+   */
+  http: Readonly<{ port: number | undefined; internalPort: number; host: string; internalHost: string }>;
   db: Readonly<{ url: string | undefined; dataDir: string }>;
   /** `namespace` isolates several deployments (test systems) sharing one NATS server. */
   bus: Readonly<{ natsUrl: string | undefined; namespace: string | undefined }>;
@@ -190,7 +194,8 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
     http: {
       port: port ?? (isService ? defaultServicePorts[processName as ServiceName] : 8080),
       internalPort,
-      host: "0.0.0.0",
+      host: value("HOST") ?? "127.0.0.1",
+      internalHost: value("INTERNAL_HOST") ?? "127.0.0.1",
     },
     db: { url: dbUrl, dataDir: value("DATA_DIR") ?? "./.data" },
     bus: { natsUrl, namespace },

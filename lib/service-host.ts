@@ -66,7 +66,7 @@ export async function startService(spec: ServiceSpec, config: Config, platform: 
   const server = await createRpcServer({
     name: spec.name,
     port: config.http.port ?? 0,
-    host: config.http.host,
+    host: config.http.internalHost,
     routes(router) {
       parts.routes(router);
       router.service(Health, createHealthService(spec.healthNames, isReady));

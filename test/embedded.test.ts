@@ -55,6 +55,14 @@ describe("embedded mode (npm start)", () => {
     }
   });
 
+  it("listens on loopback by default, and its banner shows the addresses really bound", () => {
+    const out = sys.output();
+    const port = new URL(sys.baseUrl).port;
+    const internalPort = new URL(sys.internalUrl).port;
+    expect(out).toContain(`gateway:      http://127.0.0.1:${port}\n`);
+    expect(out).toContain(`internal API: http://127.0.0.1:${internalPort} (REPLAYCTL_URL)`);
+  });
+
   it("prints a dev tenant on the first start: tenant, owner, an all-scopes API key and a signing key", () => {
     const out = sys.output();
     expect(out).toContain("dev tenant (first start");

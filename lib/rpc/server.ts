@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { logger } from "../log.js";
+import { boundUrl } from "./bound-url.js";
 import { readTrustedContext } from "./context.js";
 import { errorInterceptor } from "./errors.js";
 
@@ -10,7 +11,10 @@ const log = logger("lib:rpc:server");
 
 export type RpcServer = {
   readonly port: number;
+  /** Where to call it from this machine (loopback, whatever it bound). */
   readonly url: string;
+  /** The address it really bound. */
+  readonly boundUrl: string;
   /** Stops accepting, lets in-flight RPCs finish for up to `graceMs`, then cuts what is left. */
   close(graceMs?: number): Promise<void>;
 };
@@ -55,11 +59,13 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
       resolve();
     });
   });
-  const port = (server.address() as AddressInfo).port;
-  log.info({ service: options.name, port }, "rpc server listening");
+  const address = server.address() as AddressInfo;
+  const port = address.port;
+  log.info({ service: options.name, address: address.address, port }, "rpc server listening");
   return {
     port,
     url: `http://127.0.0.1:${port}`,
+    boundUrl: boundUrl(address),
     async close(graceMs = 10_000) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // GOAWAY: no new streams on open sessions, in-flight ones finish.
