@@ -57,6 +57,12 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
     for (const name of Object.keys(req.headers)) {
       if (isContextOverrideHeader(name)) delete req.headers[name];
     }
+    // Fastify reads no body on GET and HEAD. One sent anyway is still held to the 64 KiB limit
+    // (decisions.md §1: on every request) and is what a signature must cover.
+    if ((req.method === "GET" || req.method === "HEAD") && hasBody(req.raw)) {
+      const body = await readBounded(req.raw, BODY_LIMIT_BYTES);
+      if (body.length > 0) req.body = body;
+    }
   });
 
   app.setErrorHandler(async (err, req, reply) => {
@@ -118,6 +124,25 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
     });
   }
   return app;
+}
+
+function hasBody(raw: FastifyRequest["raw"]): boolean {
+  const length = raw.headers["content-length"];
+  return raw.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
+}
+
+/** The whole body, or PAYLOAD_TOO_LARGE as soon as it is known to exceed `limit` (the error handler discards the rest). */
+async function readBounded(raw: FastifyRequest["raw"], limit: number): Promise<Buffer> {
+  const tooLarge = () => new DomainError("PAYLOAD_TOO_LARGE", `the request body is larger than ${limit} bytes`);
+  if (Number(raw.headers["content-length"] ?? 0) > limit) throw tooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of raw) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw tooLarge();
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
 }
 
 const DISCARD_MAX_BYTES = 16 * 1024 * 1024;

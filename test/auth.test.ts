@@ -1,7 +1,6 @@
 // Authentication and tenancy at the gateway, end to end: decisions.md §2 ("API keys", "Request
 // signing", "Tenancy") against the distributed deployment with two gateway replicas.
 import { createHash, createHmac, randomBytes, randomUUID } from "node:crypto";
-import { connect } from "node:net";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import {
@@ -13,7 +12,7 @@ import {
   signRequest,
 } from "../lib/signing.js";
 import { expectProblem } from "./expect.js";
-import { ALL_SCOPES, provisionTenant, type Res, type Signer, send, sendSigned } from "./http.js";
+import { ALL_SCOPES, provisionTenant, type Res, rawRequest, type Signer, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { grpcCheckIn } from "./recorder.js";
 import { sharedSystems } from "./shared-system.js";
@@ -88,41 +87,6 @@ function sign(
     bodySha256: sha256Hex(opts.body ?? ""),
   });
   return { tenant, ts, nonce, kid, sig: hmacSha256Hex(opts.secret ?? signer.secret, canonical) };
-}
-
-/**
- * One HTTP/1.1 request written byte for byte, for what fetch cannot send (repeated header lines).
- * Resolves to the status, content type and body of the answer.
- */
-function rawRequest(
-  baseUrl: string,
-  requestLine: string,
-  headerLines: string[],
-): Promise<{ status: number; contentType: string; body: string }> {
-  const { hostname, port } = new URL(baseUrl);
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: hostname, port: Number(port) }, () => {
-      // write, not end: a half-closed client connection may be dropped before the answer.
-      socket.write(
-        [`${requestLine} HTTP/1.1`, `Host: ${hostname}`, ...headerLines, "Connection: close", "", ""].join("\r\n"),
-      );
-    });
-    const chunks: Buffer[] = [];
-    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
-    socket.on("error", reject);
-    socket.on("end", () => {
-      const text = Buffer.concat(chunks).toString("utf8");
-      const [head = "", ...rest] = text.split("\r\n\r\n");
-      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]);
-      const contentType = /^content-type: *(.*)$/im.exec(head)?.[1] ?? "";
-      const raw = rest.join("\r\n\r\n");
-      // Fastify answers small bodies with Content-Length; a chunked one is unwrapped here.
-      const body = /^transfer-encoding: *chunked/im.test(head)
-        ? raw.replace(/^[0-9a-f]+\r\n|\r\n[0-9a-f]+\r\n/gi, "")
-        : raw;
-      resolve({ status, contentType, body: body.replace(/\r\n0\r\n$/, "") });
-    });
-  });
 }
 
 /** The Authorization header from parameters, in the order given. */
@@ -887,6 +851,18 @@ describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
         authorization(sign(t.signer, "GET", "/v1/replays", { query: "q=%zz" })),
       );
       expectProblem(undecodable, 401, "INVALID_SIGNATURE", "undecodable query");
+    });
+
+    it("covers the body a signed GET carries: signed over another body it is INVALID_SIGNATURE", async () => {
+      const t = await tenant();
+      const body = Buffer.from("abc");
+      const asEmpty = authorization(sign(t.signer, "GET", "/v1/replays"));
+      const refused = await rawRequest(url0, "GET /v1/replays", [`Authorization: ${asEmpty}`], { body });
+      expect(refused.status, refused.body).toBe(401);
+      expect(JSON.parse(refused.body).code).toBe("INVALID_SIGNATURE");
+      const covered = authorization(sign(t.signer, "GET", "/v1/replays", { body: "abc" }));
+      const served = await rawRequest(url0, "GET /v1/replays", [`Authorization: ${covered}`], { body });
+      expect(served.status, served.body).toBe(200);
     });
 
     it("answers 401 UNAUTHENTICATED to two Authorization header lines, on key and signed routes alike", async () => {

@@ -2,7 +2,7 @@
 // (decisions.md §2 "Rate limit"), end to end against the distributed deployment.
 import { randomBytes, randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { provisionTenant, type Res, send, sendSigned } from "./http.js";
+import { provisionTenant, type Res, rawRequest, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { sharedSystems } from "./shared-system.js";
 
@@ -223,6 +223,29 @@ describe.each(sharedSystems())("common answer shape ($mode)", (sys) => {
       "PAYLOAD_TOO_LARGE",
       "signed route, no signature",
     );
+  });
+
+  it("refuses a body over 65 536 bytes with 413 on GET too, with or without Content-Length, before authentication", async () => {
+    const t = await tenant();
+    const over = Buffer.from(jsonOfSize(LIMIT + 1));
+    for (const chunked of [false, true]) {
+      for (const [path, headers] of [
+        ["/v1/api/servers", []],
+        ["/v1/api/servers", [`Authorization: Bearer ${t.key}`]],
+        ["/v1/replays", []],
+      ] as const) {
+        const res = await rawRequest(url0, `GET ${path}`, [...headers], { body: over, chunked });
+        const where = `GET ${path} ${chunked ? "chunked" : "with Content-Length"} ${headers.length ? "with a key" : ""}`;
+        expect(res.status, `${where}: ${res.body}`).toBe(413);
+        expect(JSON.parse(res.body).code, where).toBe("PAYLOAD_TOO_LARGE");
+        expect(res.contentType).toMatch(/^application\/problem\+json/);
+      }
+    }
+    // A GET with a small body is served as before.
+    const small = await rawRequest(url0, "GET /v1/api/servers", [`Authorization: Bearer ${t.key}`], {
+      body: Buffer.from("{}"),
+    });
+    expect(small.status, small.body).toBe(200);
   });
 
   it("a client sending a body far over the limit reads the 413 answer, not a reset connection", async () => {

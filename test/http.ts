@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { connect } from "node:net";
 import { MemberRole } from "../gen/replay/common/v1/common_pb.js";
 import { signRequest } from "../lib/signing.js";
 import type { SystemHandle } from "./system.js";
@@ -76,4 +77,53 @@ export async function provisionTenant(
       return sys.admin.createApiKey({ tenantId, memberId: memberId ?? "", scopes });
     },
   };
+}
+
+/**
+ * One HTTP/1.1 request written byte for byte, for what fetch cannot send: repeated header lines, a
+ * body on GET. `body` goes with Content-Length, or chunked when `chunked` is set. Resolves to the
+ * status, content type and body of the answer.
+ */
+export function rawRequest(
+  baseUrl: string,
+  requestLine: string,
+  headerLines: string[],
+  opts: { body?: Buffer; chunked?: boolean } = {},
+): Promise<{ status: number; contentType: string; body: string }> {
+  const { hostname, port } = new URL(baseUrl);
+  const framing =
+    opts.body === undefined
+      ? []
+      : opts.chunked
+        ? ["Transfer-Encoding: chunked"]
+        : [`Content-Length: ${opts.body.length}`];
+  const payload =
+    opts.body === undefined
+      ? Buffer.alloc(0)
+      : opts.chunked
+        ? Buffer.concat([Buffer.from(`${opts.body.length.toString(16)}\r\n`), opts.body, Buffer.from("\r\n0\r\n\r\n")])
+        : opts.body;
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port) }, () => {
+      // write, not end: a half-closed client connection may be dropped before the answer.
+      const head = [`${requestLine} HTTP/1.1`, `Host: ${hostname}`, ...headerLines, ...framing, "Connection: close"];
+      socket.write(Buffer.concat([Buffer.from(`${head.join("\r\n")}\r\n\r\n`), payload]));
+    });
+    const chunks: Buffer[] = [];
+    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+    socket.on("error", reject);
+    socket.on("end", () => {
+      const text = Buffer.concat(chunks).toString("utf8");
+      const at = text.indexOf("\r\n\r\n");
+      const head = at === -1 ? text : text.slice(0, at);
+      const raw = at === -1 ? "" : text.slice(at + 4);
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]);
+      const contentType = /^content-type: *(.*)$/im.exec(head)?.[1]?.trim() ?? "";
+      // A chunked answer is unwrapped (our answers are small: one chunk and the last).
+      const body = /^transfer-encoding: *chunked/im.test(head)
+        ? raw.replace(/^[0-9a-f]+\r\n/i, "").replace(/\r\n0\r\n\r\n$/, "")
+        : raw;
+      resolve({ status, contentType, body });
+    });
+  });
 }
