@@ -48,8 +48,9 @@ async function failureAgainst(routes: (router: ConnectRouter) => void, argv: str
 }
 
 describe("parseCommandLine", () => {
-  it("asks for help with no arguments, --help or -h", () => {
-    expect(parseCommandLine([])).toEqual({ kind: "help" });
+  it("asks for help with --help, -h or help, and refuses no arguments at all as a usage error (exit 2)", () => {
+    expect(refusal([])).toMatchObject({ exitCode: 2, problem: { code: "INVALID_ARGUMENT" } });
+    expect(parseCommandLine(["help"])).toEqual({ kind: "help" });
     expect(parseCommandLine(["--help"])).toEqual({ kind: "help" });
     expect(parseCommandLine(["tenant", "create", "-h"])).toEqual({ kind: "help" });
   });

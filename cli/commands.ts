@@ -80,7 +80,11 @@ function isHelp(arg: string): boolean {
  * naming the offending flag and showing the command's usage line.
  */
 export function parseCommandLine(argv: readonly string[]): Invocation {
-  if (argv.length === 0 || argv.some(isHelp) || argv[0] === "help") return { kind: "help" };
+  // No arguments is a usage error (exit 2), as with any CLI a script might call by mistake.
+  if (argv.length === 0) {
+    throw usageError("no command; usage: replayctl <noun> <verb> [--flags] (replayctl --help lists the commands)");
+  }
+  if (argv.some(isHelp) || argv[0] === "help") return { kind: "help" };
   const [noun = "", verb = ""] = argv;
   const cmd = commands.find((c) => c.noun === noun && c.verb === verb);
   if (!cmd) {
