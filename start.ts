@@ -78,7 +78,7 @@ async function startAll(config: Config, platform: Platform): Promise<Running[]> 
     `  gateway:      ${gateway.bound.public}\n  internal API: ${gateway.bound.internal} (REPLAYCTL_URL)\n`,
   );
   if (gateway.fresh) {
-    const dev = await createDevTenant(gateway.internalUrl);
+    const dev = await createDevTenant(gateway.internalUrl, config.internal.token);
     process.stdout.write(
       [
         "  dev tenant (first start; the secrets are shown only now):",

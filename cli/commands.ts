@@ -47,6 +47,7 @@ export function helpText(): string {
     "",
     "Talks to the system at REPLAYCTL_URL (default http://127.0.0.1:8081). Prints one JSON object",
     "on stdout; on failure exits 1 (2 for usage errors) with a problem object on stderr.",
+    "REPLAYCTL_TOKEN: the system's INTERNAL_TOKEN, needed when its internal port listens beyond loopback.",
     "",
     "commands:",
     ...commands.map((cmd) => `  ${usageOf(cmd)}`),

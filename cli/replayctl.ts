@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { internalTokenInterceptor } from "../lib/rpc/internal-token.js";
 import { createClients } from "./command.js";
 import { helpText, parseCommandLine, runCommand } from "./commands.js";
 import { type CallContext, failureOf, usageError } from "./output.js";
@@ -41,6 +42,8 @@ async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<nu
       httpVersion: "2",
       idleConnectionTimeoutMs: 1_000,
       defaultTimeoutMs: CALL_TIMEOUT_MS,
+      // REPLAYCTL_TOKEN: the system's INTERNAL_TOKEN, which it requires when it listens beyond loopback.
+      interceptors: env.REPLAYCTL_TOKEN ? [internalTokenInterceptor(env.REPLAYCTL_TOKEN)] : [],
     });
     const output = await runCommand(invocation, createClients(transport));
     process.stdout.write(`${JSON.stringify(output)}\n`);

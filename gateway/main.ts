@@ -66,7 +66,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
   const keyCache = createKeyCache();
   const now = () => Date.now();
 
-  const pool = createTransportPool();
+  const pool = createTransportPool({ token: config.internal.token });
   const transport = (name: ServiceName) => pool.transport(config.serviceUrls[name]);
   const servers = createClient(ServersService, transport("servers"));
   const replays = createClient(ReplaysService, transport("replays"));
@@ -116,6 +116,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
     name: "gateway-internal",
     port: config.http.internalPort,
     host: config.http.internalHost,
+    token: config.internal.token,
     routes(router) {
       router.service(IdentityAdminService, createIdentityAdminService({ db, keyCache, servers, replays }));
       router.service(ServersService, forwardService(ServersService, servers));

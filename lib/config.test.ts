@@ -88,7 +88,38 @@ describe("loadConfig", () => {
   it("listens on loopback unless HOST (public port) or INTERNAL_HOST (admin API and services) widen it", () => {
     expect(loadConfig({}).http).toMatchObject({ host: "127.0.0.1", internalHost: "127.0.0.1" });
     expect(loadConfig({ HOST: "0.0.0.0" }).http).toMatchObject({ host: "0.0.0.0", internalHost: "127.0.0.1" });
-    expect(loadConfig({ INTERNAL_HOST: "::" }).http).toMatchObject({ host: "127.0.0.1", internalHost: "::" });
+    expect(loadConfig({ INTERNAL_HOST: "::", INTERNAL_TOKEN: "a".repeat(32) }).http).toMatchObject({
+      host: "127.0.0.1",
+      internalHost: "::",
+    });
+  });
+
+  it("requires INTERNAL_TOKEN (or INTERNAL_TOKEN_FILE) when the internal listeners leave loopback", () => {
+    const token = "a".repeat(32);
+    expect(loadConfig({}).internal.token).toBeUndefined();
+    expect(() => loadConfig({ INTERNAL_HOST: "0.0.0.0" })).toThrow(/INTERNAL_TOKEN .* must be set when INTERNAL_HOST/);
+    expect(() => loadConfig({ INTERNAL_HOST: "::" })).toThrow(/INTERNAL_TOKEN/);
+    expect(loadConfig({ INTERNAL_HOST: "127.0.0.2" }).internal.token).toBeUndefined();
+    expect(loadConfig({ INTERNAL_HOST: "0.0.0.0", INTERNAL_TOKEN: token }).internal.token).toBe(token);
+    // Set on loopback too, it is required there as well.
+    expect(loadConfig({ INTERNAL_TOKEN: token }).internal.token).toBe(token);
+    const files: Record<string, string> = { "/run/secrets/token": `${token}\n` };
+    const readFile = (path: string) => {
+      const text = files[path];
+      if (text === undefined) throw new Error("ENOENT: no such file");
+      return text;
+    };
+    expect(
+      loadConfig({ INTERNAL_HOST: "0.0.0.0", INTERNAL_TOKEN_FILE: "/run/secrets/token" }, undefined, readFile),
+    ).toMatchObject({ internal: { token } });
+    expect(() => loadConfig({ INTERNAL_TOKEN_FILE: "/missing" }, undefined, readFile)).toThrow(
+      /INTERNAL_TOKEN_FILE "\/missing" cannot be read/,
+    );
+    expect(() =>
+      loadConfig({ INTERNAL_TOKEN: token, INTERNAL_TOKEN_FILE: "/run/secrets/token" }, undefined, readFile),
+    ).toThrow(/not both/);
+    expect(() => loadConfig({ INTERNAL_TOKEN: "short" })).toThrow(/32 to 4096 visible ASCII/);
+    expect(() => loadConfig({ INTERNAL_TOKEN: `${token} x` })).toThrow(/visible ASCII/);
   });
 
   it("returns a frozen object", () => {

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 /**
  * The process configuration, parsed once from the environment (spec/operations.md). This is the
  * only module that reads process.env; loadConfig is pure so that tests call it with a literal.
@@ -41,6 +42,12 @@ export type Config = Readonly<{
   blob: Readonly<{ url: string | undefined }>;
   /** The page token key (PAGE_TOKEN_KEY, or a file as Kubernetes mounts secrets); unset: one generated into DATA_DIR. */
   pages: Readonly<{ tokenKey: string | undefined; tokenKeyFile: string | undefined }>;
+  /**
+   * The internal network's shared secret (INTERNAL_TOKEN, or INTERNAL_TOKEN_FILE as Kubernetes
+   * mounts secrets). When set, the admin API and the services refuse calls without it and the
+   * gateway sends it; it must be set when they listen beyond loopback.
+   */
+  internal: Readonly<{ token: string | undefined }>;
   log: Readonly<{ level: string }>;
 }>;
 
@@ -87,7 +94,11 @@ function isUrl(text: string, protocols: readonly string[]): boolean {
  * Reads the configuration, applying operations.md's defaults. Every bad value is reported at once,
  * one line each, in a single ConfigError.
  */
-export function loadConfig(env: Env, processName?: ProcessName): Config {
+export function loadConfig(
+  env: Env,
+  processName?: ProcessName,
+  readFile: (path: string) => string = (path) => readFileSync(path, "utf8"),
+): Config {
   const problems: string[] = [];
   const value = (name: string) => {
     const raw = env[name];
@@ -186,6 +197,13 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
       `BLOB_URL must be file:///absolute/dir or s3://bucket[?region=…&endpoint=…&forcePathStyle=true], got "${blobUrl}"`,
     );
   }
+  const internalHost = value("INTERNAL_HOST") ?? "127.0.0.1";
+  const internalToken = secret("INTERNAL_TOKEN", value, readFile, problems);
+  if (internalToken === undefined && !isLoopback(internalHost)) {
+    problems.push(
+      `INTERNAL_TOKEN (or INTERNAL_TOKEN_FILE) must be set when INTERNAL_HOST (${internalHost}) is not loopback: the admin API and the services would otherwise trust any caller on the network`,
+    );
+  }
   const level = value("LOG_LEVEL") ?? "info";
   if (!logLevels.includes(level)) problems.push(`LOG_LEVEL must be one of ${logLevels.join(", ")}, got "${level}"`);
 
@@ -195,7 +213,7 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
       port: port ?? (isService ? defaultServicePorts[processName as ServiceName] : 8080),
       internalPort,
       host: value("HOST") ?? "127.0.0.1",
-      internalHost: value("INTERNAL_HOST") ?? "127.0.0.1",
+      internalHost,
     },
     db: { url: dbUrl, dataDir: value("DATA_DIR") ?? "./.data" },
     bus: { natsUrl, namespace },
@@ -211,12 +229,52 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
     },
     blob: { url: blobUrl },
     pages: { tokenKey: value("PAGE_TOKEN_KEY"), tokenKeyFile: value("PAGE_TOKEN_KEY_FILE") },
+    internal: { token: internalToken },
     log: { level },
   };
   if (problems.length > 0) {
     throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
   }
   return deepFreeze(config);
+}
+
+const MIN_SECRET_LENGTH = 32;
+
+/**
+ * A secret from NAME or from the file NAME_FILE (trailing newline dropped), never both: at least
+ * 32 visible ASCII characters, so that it fits a header and is not guessable (`openssl rand -hex 32`).
+ */
+function secret(
+  name: string,
+  value: (name: string) => string | undefined,
+  readFile: (path: string) => string,
+  problems: string[],
+): string | undefined {
+  const inline = value(name);
+  const file = value(`${name}_FILE`);
+  if (inline !== undefined && file !== undefined) {
+    problems.push(`set ${name} or ${name}_FILE, not both`);
+    return undefined;
+  }
+  let text = inline;
+  if (file !== undefined) {
+    try {
+      text = readFile(file).trim();
+    } catch (err) {
+      problems.push(`${name}_FILE "${file}" cannot be read: ${(err as Error).message}`);
+      return undefined;
+    }
+  }
+  if (text !== undefined && !new RegExp(`^[\\x21-\\x7e]{${MIN_SECRET_LENGTH},4096}$`).test(text)) {
+    problems.push(`${name} must be ${MIN_SECRET_LENGTH} to 4096 visible ASCII characters (e.g. openssl rand -hex 32)`);
+    return undefined;
+  }
+  return text;
+}
+
+/** Whether a listen address is reachable from this machine only. */
+export function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host);
 }
 
 function deepFreeze<T>(value: T): T {

@@ -7,6 +7,7 @@ import {
   CheckInResponseSchema,
   RecorderService,
 } from "../gen/replay/servers/v1/recorder_pb.js";
+import { internalTokenHeaders } from "../lib/rpc/internal-token.js";
 
 /**
  * A recorder's check-in through a stock gRPC client (@grpc/grpc-js), as recorder infrastructure
@@ -15,7 +16,7 @@ import {
 export function grpcCheckIn(
   baseUrl: string,
   serverId: string,
-  opts: { pluginVersion?: string; at?: Date } = {},
+  opts: { pluginVersion?: string; at?: Date; token?: string } = {},
 ): Promise<CheckInResponse> {
   const client = new grpc.Client(new URL(baseUrl).host, grpc.credentials.createInsecure());
   const request = create(CheckInRequestSchema, {
@@ -29,6 +30,7 @@ export function grpcCheckIn(
       (message: typeof request) => Buffer.from(toBinary(CheckInRequestSchema, message)),
       (bytes: Buffer) => fromBinary(CheckInResponseSchema, bytes),
       request,
+      metadataOf(internalTokenHeaders(opts.token)),
       { deadline: Date.now() + 10_000 },
       (err, res) => {
         client.close();
@@ -37,4 +39,10 @@ export function grpcCheckIn(
       },
     );
   });
+}
+
+function metadataOf(headers: Record<string, string>): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  for (const [name, value] of Object.entries(headers)) metadata.set(name, value);
+  return metadata;
 }

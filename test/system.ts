@@ -9,6 +9,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import pg from "pg";
 import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
 import { deleteNamespaceStreams } from "../lib/bus/_testing.js";
+import { internalTokenInterceptor } from "../lib/rpc/internal-token.js";
 import { freePorts } from "./free-port.js";
 
 /**
@@ -116,8 +117,13 @@ async function stopAll(procs: Proc[]): Promise<(number | null)[]> {
   );
 }
 
-export function adminClient(internalUrl: string): Client<typeof IdentityAdminService> {
-  return createClient(IdentityAdminService, createConnectTransport({ baseUrl: internalUrl, httpVersion: "2" }));
+/** The admin API's client; `token` is the system's INTERNAL_TOKEN when it was started with one. */
+export function adminClient(internalUrl: string, token?: string): Client<typeof IdentityAdminService> {
+  const interceptors = token ? [internalTokenInterceptor(token)] : [];
+  return createClient(
+    IdentityAdminService,
+    createConnectTransport({ baseUrl: internalUrl, httpVersion: "2", interceptors }),
+  );
 }
 
 function system(
@@ -127,6 +133,7 @@ function system(
   procs: Proc[],
   cleanup: () => Promise<void>,
   distributed?: { databaseUrl: string; serviceUrls: Record<string, string>; natsNamespace: string },
+  internalToken?: string,
 ): System {
   let stopped: Promise<(number | null)[]> | undefined;
   const stop = () =>
@@ -143,7 +150,7 @@ function system(
     databaseUrl: distributed?.databaseUrl,
     serviceUrls: distributed?.serviceUrls,
     natsNamespace: distributed?.natsNamespace,
-    admin: adminClient(internalUrl),
+    admin: adminClient(internalUrl, internalToken),
     output: () => procs.map((p) => `--- ${p.name}\n${p.output.join("")}`).join("\n"),
     async kill(name) {
       const proc = procs.find((p) => p.name === name);
@@ -180,7 +187,8 @@ export async function startEmbeddedSystem(env: Record<string, string> = {}): Pro
     await cleanup();
     throw err;
   }
-  return system("embedded", [baseUrl], `http://127.0.0.1:${internalPort}`, [proc], cleanup);
+  const internalUrl = `http://127.0.0.1:${internalPort}`;
+  return system("embedded", [baseUrl], internalUrl, [proc], cleanup, undefined, env.INTERNAL_TOKEN);
 }
 
 /** A fresh database beside DATABASE_URL's, so each system starts from empty schemas. */
@@ -271,9 +279,17 @@ export async function startDistributedSystem({
     throw err;
   }
   const serviceUrls = Object.fromEntries(names.map((name, i) => [name, `http://127.0.0.1:${ports[i]}`]));
-  return system("distributed", gatewayUrls, internalUrls[0] as string, procs, cleanup, {
-    databaseUrl: database.url,
-    serviceUrls,
-    natsNamespace: namespace,
-  });
+  return system(
+    "distributed",
+    gatewayUrls,
+    internalUrls[0] as string,
+    procs,
+    cleanup,
+    {
+      databaseUrl: database.url,
+      serviceUrls,
+      natsNamespace: namespace,
+    },
+    env.INTERNAL_TOKEN,
+  );
 }

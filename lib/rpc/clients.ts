@@ -1,11 +1,13 @@
 import type { Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { internalTokenInterceptor } from "./internal-token.js";
 
 /**
  * One HTTP/2 transport per backend address, shared by every client of that backend, so that
  * calls multiplex over one connection instead of opening one per client.
  */
-export function createTransportPool(): { transport(baseUrl: string): Transport } {
+export function createTransportPool(options: { token?: string } = {}): { transport(baseUrl: string): Transport } {
+  const interceptors = options.token ? [internalTokenInterceptor(options.token)] : [];
   const transports = new Map<string, Transport>();
   return {
     transport(baseUrl) {
@@ -15,6 +17,7 @@ export function createTransportPool(): { transport(baseUrl: string): Transport }
           baseUrl,
           httpVersion: "2",
           useBinaryFormat: true,
+          interceptors,
           // In-cluster calls: no gzip (see createRpcServer).
           acceptCompression: [],
           // Keeps idle connections warm and notices a dead peer instead of hanging on it.

@@ -6,6 +6,7 @@ import { logger } from "../log.js";
 import { boundUrl } from "./bound-url.js";
 import { readTrustedContext } from "./context.js";
 import { errorInterceptor } from "./errors.js";
+import { isAdmitted, refuseUnauthenticated } from "./internal-token.js";
 
 const log = logger("lib:rpc:server");
 
@@ -25,6 +26,8 @@ export type RpcServerOptions = {
   host?: string;
   interceptors?: Interceptor[];
   name: string;
+  /** INTERNAL_TOKEN: when set, a call without it is refused before it reaches any handler. */
+  token?: string;
 };
 
 /**
@@ -33,25 +36,33 @@ export type RpcServerOptions = {
  * the error interceptor and sees the trusted context (tenant, actor, request id).
  */
 export async function createRpcServer(options: RpcServerOptions): Promise<RpcServer> {
-  const shutdown = new AbortController();
-  const handler = connectNodeAdapter({
+  // No shutdownSignal: connect-node links one listener per in-flight call to it (past ten calls,
+  // a MaxListenersExceededWarning). Destroying the sessions after the grace period aborts every
+  // call's own signal just the same.
+  const adapter = connectNodeAdapter({
     routes: options.routes,
     interceptors: [errorInterceptor, ...(options.interceptors ?? [])],
     contextValues: readTrustedContext,
-    shutdownSignal: shutdown.signal,
     // Requests to services are small; anything larger is a bug or abuse.
     readMaxBytes: 4 * 1024 * 1024,
     // Calls stay inside the cluster, where gzip costs more CPU than the bytes it saves: it was the
     // largest single cost of a servers list in the gateway benchmark (11% and 20% of the two processes).
     acceptCompression: [],
   });
+  const token = options.token;
+  const handler: typeof adapter = token
+    ? (req, res) => {
+        if (isAdmitted(req.url, req.headers, token)) return adapter(req, res);
+        refuseUnauthenticated(req as http2.Http2ServerRequest, res as http2.Http2ServerResponse);
+      }
+    : adapter;
   const server = http2.createServer(handler);
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on("session", (session) => {
     sessions.add(session);
     session.on("close", () => sessions.delete(session));
   });
-  const host = options.host ?? "0.0.0.0";
+  const host = options.host ?? "127.0.0.1";
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port, host, () => {
@@ -71,7 +82,6 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
       // GOAWAY: no new streams on open sessions, in-flight ones finish.
       for (const session of sessions) session.close();
       const timer = setTimeout(() => {
-        shutdown.abort();
         for (const session of sessions) session.destroy();
       }, graceMs);
       timer.unref();

@@ -1,0 +1,69 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { IncomingHttpHeaders } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { Interceptor } from "@connectrpc/connect";
+
+/**
+ * The shared secret of the internal network (INTERNAL_TOKEN): the gateway, replayctl
+ * (REPLAYCTL_TOKEN) and recorder clients send it as `authorization: Bearer <token>` on every call
+ * to the internal admin API and the services. grpc.health.v1 stays open: it tells nothing but
+ * "serving", and Kubernetes' gRPC probes cannot send headers.
+ */
+const HEADER = "authorization";
+const OPEN_PREFIX = "/grpc.health.v1.Health/";
+
+/** Sets the token on every call of a Connect client. */
+export function internalTokenInterceptor(token: string): Interceptor {
+  const value = `Bearer ${token}`;
+  return (next) => (req) => {
+    req.header.set(HEADER, value);
+    return next(req);
+  };
+}
+
+/** The header a stock client (grpc-js metadata, fetch) sends. */
+export function internalTokenHeaders(token: string | undefined): Record<string, string> {
+  return token === undefined ? {} : { [HEADER]: `Bearer ${token}` };
+}
+
+/**
+ * Whether a request may reach the RPC handlers. Digests of equal length are compared in constant
+ * time, so neither the token's content nor its length leaks through timing.
+ */
+export function isAdmitted(path: string | undefined, headers: IncomingHttpHeaders, token: string): boolean {
+  if (path?.startsWith(OPEN_PREFIX)) return true;
+  const sent = headers[HEADER];
+  if (typeof sent !== "string" || !sent.startsWith("Bearer ")) return false;
+  return timingSafeEqual(digest(sent.slice(7)), digest(token));
+}
+
+function digest(text: string): Buffer {
+  return createHash("sha256").update(text).digest();
+}
+
+const MESSAGE = "this internal endpoint needs the internal token (authorization: Bearer <INTERNAL_TOKEN>)";
+
+/**
+ * Refuses a call as UNAUTHENTICATED in the caller's own protocol, before any RPC machinery runs:
+ * gRPC and gRPC-Web as a trailers-only response (grpc-status 16), Connect as HTTP 401 with a
+ * Connect error body, which every Connect client maps to `unauthenticated`.
+ */
+export function refuseUnauthenticated(req: Http2ServerRequest, res: Http2ServerResponse): void {
+  const contentType = req.headers["content-type"] ?? "";
+  // The request body is not wanted; let the stream end without reading it.
+  req.resume();
+  if (contentType.startsWith("application/grpc")) {
+    res.stream.respond(
+      {
+        ":status": 200,
+        "content-type": contentType.split(";")[0] as string,
+        "grpc-status": "16",
+        "grpc-message": encodeURIComponent(MESSAGE),
+      },
+      { endStream: true },
+    );
+    return;
+  }
+  res.writeHead(401, { "content-type": "application/json" });
+  res.end(JSON.stringify({ code: "unauthenticated", message: MESSAGE }));
+}

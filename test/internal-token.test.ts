@@ -1,0 +1,141 @@
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { describe, expect, it } from "vitest";
+import { Health } from "../gen/grpc/health/v1/health_pb.js";
+import { ServerStatus } from "../gen/replay/servers/v1/servers_pb.js";
+import { provisionTenant, send } from "./http.js";
+import { grpcCheckIn } from "./recorder.js";
+import { runReplayctl } from "./replayctl.js";
+import { distributedSkipReason, startDistributedSystem, startEmbeddedSystem } from "./system.js";
+import { useSystem } from "./use-system.js";
+
+const root = fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/");
+const TOKEN = randomBytes(32).toString("hex");
+
+/** Starts `node dist/start.js [name]` and resolves to its exit code and stderr once it exits. */
+function startAndWaitExit(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [join(root, "dist", "start.js"), ...args], {
+      env: { PATH: process.env.PATH ?? "", ...env },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stderr });
+    });
+  });
+}
+
+describe("INTERNAL_TOKEN: the internal port beyond loopback", () => {
+  it("refuses to start, before opening any data, when INTERNAL_HOST leaves loopback without a token", async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), "replay-token-"));
+    try {
+      const embedded = await startAndWaitExit([], { INTERNAL_HOST: "0.0.0.0", DATA_DIR: dataDir });
+      expect(embedded.code).toBe(1);
+      expect(embedded.stderr).toMatch(/INTERNAL_TOKEN \(or INTERNAL_TOKEN_FILE\) must be set when INTERNAL_HOST/);
+      expect(existsSync(join(dataDir, "pg"))).toBe(false);
+      const service = await startAndWaitExit(["servers"], {
+        INTERNAL_HOST: "0.0.0.0",
+        DATABASE_URL: "postgres://127.0.0.1:1/none",
+        NATS_URL: "nats://127.0.0.1:1",
+      });
+      expect(service.code).toBe(1);
+      expect(service.stderr).toMatch(/INTERNAL_TOKEN/);
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  describe("embedded, admin API on 0.0.0.0 with a token", () => {
+    const sys = useSystem(() => startEmbeddedSystem({ INTERNAL_HOST: "0.0.0.0", INTERNAL_TOKEN: TOKEN }));
+
+    it("replayctl needs REPLAYCTL_TOKEN: without it UNAUTHENTICATED, with it the call is served", async () => {
+      const without = await runReplayctl(["tenant", "create", "--name", "x"], { REPLAYCTL_URL: sys().internalUrl });
+      expect(without.code).toBe(1);
+      expect(without.json).toMatchObject({ status: 401, code: "UNAUTHENTICATED" });
+      const wrong = await runReplayctl(["tenant", "create"], {
+        REPLAYCTL_URL: sys().internalUrl,
+        REPLAYCTL_TOKEN: `${TOKEN.slice(0, -1)}0`,
+      });
+      expect(wrong.json).toMatchObject({ code: "UNAUTHENTICATED" });
+      const right = await runReplayctl(["tenant", "create"], {
+        REPLAYCTL_URL: sys().internalUrl,
+        REPLAYCTL_TOKEN: TOKEN,
+      });
+      expect(right.code).toBe(0);
+      expect(right.json.tenantId).toMatch(/^[0-9a-f-]{36}$/);
+    });
+
+    it("a stock gRPC check-in without the token is UNAUTHENTICATED; the public API is unchanged", async () => {
+      const t = await provisionTenant(sys());
+      const created = await send(sys().baseUrl, "POST", "/v1/api/servers", {
+        headers: t.bearer(),
+        body: { name: "tokened" },
+      });
+      expect(created.status).toBe(201);
+      const serverId = created.body.serverId as string;
+      await expect(grpcCheckIn(sys().internalUrl, serverId)).rejects.toMatchObject({ code: 16 });
+      expect((await send(sys().baseUrl, "GET", "/v1/api/servers", { headers: t.bearer() })).body).toEqual({
+        servers: [],
+      });
+      expect((await grpcCheckIn(sys().internalUrl, serverId, { token: TOKEN })).status).toBe(ServerStatus.ONLINE);
+      const list = await send(sys().baseUrl, "GET", "/v1/api/servers", { headers: t.bearer() });
+      expect(list.body.servers.map((s: { id: string }) => s.id)).toEqual([serverId]);
+    });
+  });
+
+  const skip = distributedSkipReason();
+  describe.skipIf(skip)(
+    `distributed, every internal listener on 0.0.0.0 with a token${skip ? ` (skipped: ${skip})` : ""}`,
+    () => {
+      const sys = useSystem(() => startDistributedSystem({ env: { INTERNAL_HOST: "0.0.0.0", INTERNAL_TOKEN: TOKEN } }));
+
+      it("the gateway reaches the services with the token; callers without it reach no handler", async () => {
+        const t = await provisionTenant(sys());
+        const created = await send(sys().baseUrl, "POST", "/v1/api/servers", {
+          headers: t.bearer(),
+          body: { name: "tokened" },
+        });
+        expect(created.status).toBe(201);
+        const serverId = created.body.serverId as string;
+        const serversUrl = sys().serviceUrls?.servers as string;
+        await expect(grpcCheckIn(serversUrl, serverId)).rejects.toMatchObject({ code: 16 });
+        expect((await send(sys().baseUrl, "GET", "/v1/api/servers", { headers: t.bearer() })).body).toEqual({
+          servers: [],
+        });
+        expect((await grpcCheckIn(serversUrl, serverId, { token: TOKEN })).status).toBe(ServerStatus.ONLINE);
+        const after = await send(sys().baseUrl, "GET", "/v1/api/servers", { headers: t.bearer() });
+        expect(after.body.servers.map((s: { id: string }) => s.id)).toEqual([serverId]);
+      });
+
+      it("grpc.health.v1 answers without the token, for Kubernetes probes", async () => {
+        for (const url of Object.values(sys().serviceUrls ?? {})) {
+          const health = createClient(Health, createGrpcTransport({ baseUrl: url }));
+          expect((await health.check({ service: "" })).status).toBe(1);
+        }
+      });
+
+      it("replayctl without REPLAYCTL_TOKEN is UNAUTHENTICATED on the admin API; with it, served", async () => {
+        const env = { REPLAYCTL_URL: sys().internalUrl };
+        expect((await runReplayctl(["tenant", "create"], env)).json).toMatchObject({ code: "UNAUTHENTICATED" });
+        const served = await runReplayctl(["tenant", "create"], { ...env, REPLAYCTL_TOKEN: TOKEN });
+        expect(served.code).toBe(0);
+      });
+    },
+  );
+});
