@@ -62,7 +62,10 @@ async function main(): Promise<void> {
   process.exitCode = 0;
 }
 
-/** The embedded default: the four services on loopback ports of their own, then the gateway. */
+/**
+ * The embedded default: the four services on loopback ports of their own, then the gateway. The
+ * banner for the person who started it goes to stderr, so that stdout stays pure JSON log lines.
+ */
 async function startAll(config: Config, platform: Platform): Promise<Running[]> {
   // The services listen on loopback ports of their own choosing; the gateway is told where.
   const internal: Config = { ...config, http: { ...config.http, port: 0, internalHost: "127.0.0.1" } };
@@ -71,15 +74,15 @@ async function startAll(config: Config, platform: Platform): Promise<Running[]> 
     serviceNames.map((service, i) => [service, started[i]?.url as string]),
   ) as Record<(typeof serviceNames)[number], string>;
   const gateway = await startGateway({ ...config, serviceUrls }, platform);
-  process.stdout.write(
+  process.stderr.write(
     `\nreplay service (${config.db.url ? "Postgres" : "embedded Postgres"}, ${config.bus.natsUrl ? "NATS" : "in-process bus"})\n`,
   );
-  process.stdout.write(
+  process.stderr.write(
     `  gateway:      ${gateway.bound.public}\n  internal API: ${gateway.bound.internal} (REPLAYCTL_URL)\n`,
   );
   if (gateway.fresh) {
     const dev = await createDevTenant(gateway.internalUrl, config.internal.token);
-    process.stdout.write(
+    process.stderr.write(
       [
         "  dev tenant (first start; the secrets are shown only now):",
         `    tenant:         ${dev.tenantId}`,

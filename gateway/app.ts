@@ -1,9 +1,10 @@
+import type { Socket } from "node:net";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { type Actor, MemberRole } from "../gen/replay/common/v1/common_pb.js";
 import type { Queryable } from "../lib/db/types.js";
 import { DomainError } from "../lib/errors.js";
 import { logger } from "../lib/log.js";
-import type { Problem } from "../lib/problem.js";
+import { type Problem, problem } from "../lib/problem.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
 import type { Authenticator } from "./auth/authenticate.js";
 import { toProblem } from "./problem.js";
@@ -13,10 +14,16 @@ import type { Route, RouteCall } from "./routes/route.js";
 import { findMemberById, type MemberRow } from "./store.js";
 
 const log = logger("gateway:http");
+const accessLog = logger("gateway:access");
 
 /** decisions.md §1: "64 KiB" is 65 536 bytes, refused before authentication. */
 export const BODY_LIMIT_BYTES = 65_536;
 const ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
+// Node caps the request line and headers at 16 KiB, so no id can be longer; a long id is refused by
+// its route with the route's own code (INVALID_SERVER_ID, ...) after authentication, like any other.
+const MAX_PARAM_LENGTH = 16 * 1024;
+// RFC 9110 media type: type "/" subtype, then parameters.
+const MEDIA_TYPE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]*(;.*)?$/;
 
 export type GatewayDeps = {
   routes: readonly Route[];
@@ -34,18 +41,32 @@ export type GatewayDeps = {
 declare module "fastify" {
   interface FastifyRequest {
     routeCall?: RouteCall;
+    /** The body came with an empty or unparsable Content-Type: INVALID_BODY, after authentication. */
+    badContentType?: boolean;
   }
 }
 
 /** The public REST gateway. It never listens itself: main.ts does, tests inject. */
 export function buildApp(deps: GatewayDeps): FastifyInstance {
+  let closing = false;
   const app = Fastify({
     bodyLimit: BODY_LIMIT_BYTES,
     genReqId: (req) => requestIdFrom(req.headers["x-request-id"]),
     requestIdHeader: false,
     exposeHeadRoutes: false,
-    return503OnClosing: true,
+    // Fastify's own answers (JSON, no request id) are replaced by problems: the 503 while closing
+    // in onRequest, a URL that does not percent-decode in rewriteUrl, the rest in frameworkErrors
+    // and clientErrorHandler.
+    return503OnClosing: false,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    rewriteUrl: (req) => decodableUrl(req.url ?? "/"),
+    frameworkErrors: (err, req, reply) => sendProblem(req, reply, toProblem(err)),
+    clientErrorHandler: answerClientError,
   });
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
+  const known = knownPaths(deps.routes);
 
   // Bodies stay raw bytes: signatures hash them, and JSON is parsed after authentication so that
   // a malformed body never answers before a 401 (the 413 size check still comes first).
@@ -54,8 +75,27 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
 
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);
+    if (closing) {
+      // Requests still arriving on open connections while the process drains: the load balancer
+      // retries them elsewhere.
+      reply.header("connection", "close");
+      throw new DomainError("SERVICE_UNAVAILABLE", "this gateway is shutting down; retry");
+    }
+    // Methods outside the route table's (QUERY, TRACE, PROPFIND, ...) never reach body parsing.
+    if (!(ALL_METHODS as readonly string[]).includes(req.method)) {
+      const allowed = known(splitUrl(req.url)[0]);
+      if (allowed) return refuseMethod(req, reply, allowed);
+      throw notFound(req);
+    }
     for (const name of Object.keys(req.headers)) {
       if (isContextOverrideHeader(name)) delete req.headers[name];
+    }
+    // Bodies are raw bytes whatever their type; one whose type does not parse is refused after
+    // authentication (decisions.md's order), not by the parser before it.
+    const contentType = req.headers["content-type"];
+    if (contentType !== undefined && !MEDIA_TYPE.test(contentType)) {
+      req.headers["content-type"] = "application/octet-stream";
+      req.badContentType = hasBody(req.raw);
     }
     // Fastify reads no body on GET and HEAD. One sent anyway is still held to the 64 KiB limit
     // (decisions.md §1: on every request) and is what a signature must cover.
@@ -67,15 +107,30 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
 
   app.setErrorHandler(async (err, req, reply) => {
     const body = toProblem(err);
-    if (body.status >= 500) log.error({ err, requestId: req.id, url: req.url }, "request failed");
-    // The upload is still arriving when an oversized body is refused; closing now would reset the
-    // connection under the client before it reads the 413. Read and discard the rest, within bounds.
-    if (body.code === "PAYLOAD_TOO_LARGE") await discardBody(req.raw);
+    if (body.status === 500) log.error({ err, requestId: req.id, url: req.url }, "request failed");
+    else if (body.status === 503) log.warn({ requestId: req.id, url: req.url, reason: String(err) }, "request failed");
+    else if (isClientAbort(err)) log.info({ requestId: req.id, url: req.url }, "the client went away mid-request");
+    if (body.code === "PAYLOAD_TOO_LARGE") return refuseTooLarge(req, reply, body);
     return sendProblem(req, reply, body);
   });
-  app.setNotFoundHandler((req, reply) =>
-    sendProblem(req, reply, toProblem(new DomainError("NOT_FOUND", `no route ${req.method} ${req.url.split("?")[0]}`))),
-  );
+  app.setNotFoundHandler((req, reply) => {
+    const allowed = known(splitUrl(req.url)[0]);
+    if (allowed) return refuseMethod(req, reply, allowed);
+    return sendProblem(req, reply, toProblem(notFound(req)));
+  });
+  app.addHook("onResponse", async (req, reply) => {
+    accessLog.info(
+      {
+        method: req.method,
+        route: req.routeOptions.url ?? null,
+        status: reply.statusCode,
+        durationMs: Math.round(reply.elapsedTime * 10) / 10,
+        tenant: req.routeCall?.tenantId ?? null,
+        requestId: req.id,
+      },
+      "request",
+    );
+  });
 
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
@@ -111,19 +166,100 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
     app.route({
       method: others,
       url: path,
-      handler: async (req, reply) => {
-        reply.header("allow", [...allowed].join(", "));
-        return sendProblem(
-          req,
-          reply,
-          toProblem(
-            new DomainError("METHOD_NOT_ALLOWED", `${req.method} is not allowed here; use ${[...allowed].join(", ")}`),
-          ),
-        );
-      },
+      handler: (req, reply) => refuseMethod(req, reply, [...allowed]),
     });
   }
   return app;
+}
+
+/** 405 with Allow: the path exists, the method does not; a property of the route table, before authentication. */
+function refuseMethod(req: FastifyRequest, reply: FastifyReply, allowed: readonly string[]) {
+  reply.header("allow", allowed.join(", "));
+  const detail = `${req.method} is not allowed here; use ${allowed.join(", ")}`;
+  return sendProblem(req, reply, toProblem(new DomainError("METHOD_NOT_ALLOWED", detail)));
+}
+
+function notFound(req: FastifyRequest): DomainError {
+  return new DomainError("NOT_FOUND", `no route ${req.method} ${splitUrl(req.url)[0]}`);
+}
+
+/** The methods of the route table's path that `path` matches, or undefined for an unknown path. */
+function knownPaths(routes: readonly Route[]): (path: string) => string[] | undefined {
+  const patterns = new Map<string, { pattern: RegExp; methods: Set<string> }>();
+  for (const [path, method] of [...routes.map((r) => [r.path, r.method]), ["/healthz", "GET"], ["/readyz", "GET"]]) {
+    const key = path as string;
+    const entry = patterns.get(key) ?? {
+      pattern: new RegExp(`^${key.replace(/:[^/]+/g, "[^/]+")}$`),
+      methods: new Set<string>(),
+    };
+    entry.methods.add(method as string);
+    patterns.set(key, entry);
+  }
+  return (path) => {
+    for (const { pattern, methods } of patterns.values()) if (pattern.test(path)) return [...methods];
+    return undefined;
+  };
+}
+
+/**
+ * A path that does not percent-decode (`/v1/api/servers/%E0%A4%A`) is routed with its `%` taken
+ * literally, so it meets the check order of any other request: 404 for an unknown path, and on a
+ * known one authentication first, then the route's own id code. Signatures cover the original.
+ */
+function decodableUrl(url: string): string {
+  const [path, query] = splitUrl(url);
+  try {
+    decodeURIComponent(path);
+    return url;
+  } catch {
+    return path.replaceAll("%", "%25") + (url.length > path.length ? `?${query}` : "");
+  }
+}
+
+const clientErrorDetails: Record<string, string> = {
+  HPE_HEADER_OVERFLOW: "the request line and headers are larger than 16 KiB",
+  ERR_HTTP_REQUEST_TIMEOUT: "the request did not arrive in time",
+};
+
+/** Node's answer to a request it cannot parse, as a problem with a request id, then close. */
+function answerClientError(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === "ECONNRESET" || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const id = requestIdFrom(undefined);
+  const detail = clientErrorDetails[err.code ?? ""] ?? "the request is not valid HTTP/1.1";
+  const body = JSON.stringify({ ...problem("INVALID_ARGUMENT", detail), instance: id });
+  socket.end(
+    `HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
+function isClientAbort(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === "ECONNRESET" || code === "ECONNABORTED" || code === "ERR_STREAM_PREMATURE_CLOSE";
+}
+
+/**
+ * 413 at once, however slowly the rest of the body comes, and close: written on the socket so the
+ * answer does not wait for the body. A client still uploading gets a short lingering read first,
+ * so that closing does not reset the connection under it before it reads the 413.
+ */
+async function refuseTooLarge(req: FastifyRequest, reply: FastifyReply, body: Problem): Promise<void> {
+  // The response's socket: a request stream destroyed by an aborted read no longer holds it.
+  const socket = reply.raw.socket ?? req.raw.socket;
+  if (!socket) return void (await sendProblem(req, reply, body));
+  reply.hijack();
+  const text = JSON.stringify({ ...body, instance: req.id });
+  socket.write(
+    `HTTP/1.1 413 Content Too Large\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nx-request-id: ${req.id}\r\nconnection: close\r\n\r\n${text}`,
+  );
+  accessLog.info(
+    { method: req.method, route: req.routeOptions.url ?? null, status: 413, requestId: req.id },
+    "request",
+  );
+  await discardBody(req.raw);
+  socket.destroySoon();
 }
 
 function hasBody(raw: FastifyRequest["raw"]): boolean {
@@ -146,7 +282,7 @@ async function readBounded(raw: FastifyRequest["raw"], limit: number): Promise<B
 }
 
 const DISCARD_MAX_BYTES = 16 * 1024 * 1024;
-const DISCARD_MAX_MS = 5_000;
+const DISCARD_MAX_MS = 2_000;
 
 function discardBody(stream: FastifyRequest["raw"]): Promise<void> {
   if (stream.complete || stream.destroyed) return Promise.resolve();
@@ -173,6 +309,7 @@ function discardBody(stream: FastifyRequest["raw"]): Promise<void> {
 
 function sendProblem(req: FastifyRequest, reply: FastifyReply, body: Problem) {
   return reply
+    .header("x-request-id", req.id)
     .code(body.status)
     .type("application/problem+json")
     .send(JSON.stringify({ ...body, instance: req.id }));
@@ -183,7 +320,7 @@ function sendProblem(req: FastifyRequest, reply: FastifyReply, body: Problem) {
  * (429), scope (403); the route's own validation follows in the handler and the service.
  */
 async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const [path = "", rawQuery = ""] = splitUrl(req.url);
+  const [path, rawQuery] = splitUrl(req.originalUrl);
   const authorization = singleAuthorization(req.raw.rawHeaders);
   let tenantId: string;
   let memberId: string | null = null;
@@ -214,6 +351,7 @@ async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply
       body: req.body as Buffer | undefined,
     });
   }
+  if (req.badContentType) throw new DomainError("INVALID_BODY", "the Content-Type header is not a media type");
   const actor = route.actor && memberId ? toActor(await findMemberById(deps.db, memberId), memberId) : undefined;
   req.routeCall = {
     tenantId,

@@ -60,6 +60,15 @@ describe("toProblem", () => {
     });
   });
 
+  it("maps a client that went away mid-upload to INVALID_BODY, not a logged 500", () => {
+    for (const code of ["ECONNRESET", "ECONNABORTED", "ERR_STREAM_PREMATURE_CLOSE"]) {
+      expect(toProblem(Object.assign(new Error("aborted"), { code }))).toMatchObject({
+        status: 400,
+        code: "INVALID_BODY",
+      });
+    }
+  });
+
   it("gives every code of the table a title and the table's status", () => {
     for (const [code, { status }] of Object.entries(errorCodes)) {
       const body = problem(code as keyof typeof errorCodes, "x");

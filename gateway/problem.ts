@@ -8,6 +8,15 @@ const fastifyCodes: Record<string, [ErrorCode, string]> = {
   FST_ERR_CTP_BODY_TOO_LARGE: ["PAYLOAD_TOO_LARGE", "the request body is larger than 65536 bytes"],
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: ["INVALID_BODY", "Content-Length does not match the body"],
   FST_ERR_CTP_INVALID_MEDIA_TYPE: ["INVALID_BODY", "unsupported content type"],
+  FST_ERR_CTP_EMPTY_TYPE: ["INVALID_BODY", "the Content-Type header is empty"],
+  FST_ERR_ROUTE_MISSING_CONTENT_TYPE: ["INVALID_BODY", "this method needs a Content-Type"],
+  // Fallbacks: rewriteUrl and maxParamLength keep these from happening on any route.
+  FST_ERR_BAD_URL: ["NOT_FOUND", "the path does not percent-decode"],
+  FST_ERR_MAX_PARAM_LENGTH: ["NOT_FOUND", "a path segment is too long"],
+  // The client went away while its body was arriving: nobody reads this answer, nothing failed here.
+  ECONNRESET: ["INVALID_BODY", "the request body did not arrive whole"],
+  ECONNABORTED: ["INVALID_BODY", "the request body did not arrive whole"],
+  ERR_STREAM_PREMATURE_CLOSE: ["INVALID_BODY", "the request body did not arrive whole"],
 };
 
 /**

@@ -1,4 +1,5 @@
-import { type Logger, pino } from "pino";
+import { createRequire } from "node:module";
+import { type DestinationStream, type Logger, pino } from "pino";
 
 /** Paths never written to a log: credentials and signatures (STYLE.md §9). */
 const redact = [
@@ -9,7 +10,17 @@ const redact = [
   "secret",
 ];
 
-const root: Logger = pino({ level: "info", redact, base: undefined });
+/**
+ * JSON lines on stdout, one object per line, for log collectors; a person at a terminal gets
+ * pino-pretty instead (loaded only then, so no process pays for it otherwise).
+ */
+function destination(): DestinationStream | undefined {
+  if (!process.stdout.isTTY) return undefined;
+  const pretty = createRequire(import.meta.url)("pino-pretty") as (options: object) => DestinationStream;
+  return pretty({ colorize: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname", sync: true });
+}
+
+const root: Logger = pino({ level: "info", redact, base: undefined }, destination());
 const children = new Set<Logger>();
 
 /** Sets the level of the root and every module logger; start.ts calls it once from config. */

@@ -36,7 +36,7 @@ describe("embedded mode (npm start)", () => {
   beforeAll(async () => {
     // Our own data directory, so that a second start can reuse it.
     dataDir = await mkdtemp(join(tmpdir(), "replay-embedded-e2e-"));
-    sys = await startEmbeddedSystem({ DATA_DIR: dataDir });
+    sys = await startEmbeddedSystem({ DATA_DIR: dataDir, LOG_LEVEL: "info" });
     dev = (await pollUntil(
       async () => parseDevTenant(sys.output()),
       (found) => found !== undefined,
@@ -61,6 +61,44 @@ describe("embedded mode (npm start)", () => {
     const internalPort = new URL(sys.internalUrl).port;
     expect(out).toContain(`gateway:      http://127.0.0.1:${port}\n`);
     expect(out).toContain(`internal API: http://127.0.0.1:${internalPort} (REPLAYCTL_URL)`);
+  });
+
+  it("keeps stdout to JSON log lines (the banner goes to stderr), with one access line per request", async () => {
+    const res = await send(sys.baseUrl, "GET", "/v1/api/servers", {
+      headers: { authorization: `Bearer ${dev.key}`, "x-request-id": "access-log-1" },
+    });
+    expect(res.status).toBe(200);
+    expectProblem(
+      await send(sys.baseUrl, "GET", "/nowhere", { headers: { "x-request-id": "access-log-2" } }),
+      404,
+      "NOT_FOUND",
+    );
+    const lines = () =>
+      sys
+        .stdout()
+        .split("\n")
+        .filter((line) => line !== "");
+    const access = await pollUntil(
+      async () => lines().filter((line) => line.includes("access-log-")),
+      (found) => found.length === 2,
+      5_000,
+    );
+    for (const line of lines()) expect(() => JSON.parse(line), line).not.toThrow();
+    expect(sys.stdout()).not.toContain("dev tenant");
+    const [ok, missing] = access.map((line) => JSON.parse(line));
+    expect(ok).toMatchObject({
+      level: 30,
+      name: "gateway:access",
+      method: "GET",
+      route: "/v1/api/servers",
+      status: 200,
+      tenant: dev.tenantId,
+      requestId: "access-log-1",
+    });
+    expect(ok.durationMs).toBeGreaterThanOrEqual(0);
+    // A 4xx is an info line like any other, never an error with a stack.
+    expect(missing).toMatchObject({ level: 30, status: 404, tenant: null, requestId: "access-log-2" });
+    expect(sys.stdout()).not.toMatch(/"level":50[^\n]*access-log-2/);
   });
 
   it("prints a dev tenant on the first start: tenant, owner, an all-scopes API key and a signing key", () => {

@@ -89,7 +89,7 @@ export function rawRequest(
   requestLine: string,
   headerLines: string[],
   opts: { body?: Buffer; chunked?: boolean } = {},
-): Promise<{ status: number; contentType: string; body: string }> {
+): Promise<{ status: number; contentType: string; requestId: string | undefined; body: string }> {
   const { hostname, port } = new URL(baseUrl);
   const framing =
     opts.body === undefined
@@ -119,11 +119,12 @@ export function rawRequest(
       const raw = at === -1 ? "" : text.slice(at + 4);
       const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]);
       const contentType = /^content-type: *(.*)$/im.exec(head)?.[1]?.trim() ?? "";
+      const requestId = /^x-request-id: *(.*)$/im.exec(head)?.[1]?.trim();
       // A chunked answer is unwrapped (our answers are small: one chunk and the last).
       const body = /^transfer-encoding: *chunked/im.test(head)
         ? raw.replace(/^[0-9a-f]+\r\n/i, "").replace(/\r\n0\r\n\r\n$/, "")
         : raw;
-      resolve({ status, contentType, body });
+      resolve({ status, contentType, requestId, body });
     });
   });
 }

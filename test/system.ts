@@ -41,6 +41,8 @@ export type System = {
   admin: Client<typeof IdentityAdminService>;
   /** What the processes printed, for failure messages. */
   output(): string;
+  /** What the first process printed on stdout only (its log lines). */
+  stdout(): string;
   /** Fault tests: SIGKILLs one process ("servers", "gateway-0", ...) and waits for it to die. */
   kill(name: string): Promise<void>;
   /** SIGTERM everything, wait for exits, drop the database; resolves to each process's exit code. */
@@ -60,7 +62,7 @@ export function distributedSkipReason(): string | undefined {
   return undefined;
 }
 
-type Proc = { name: string; child: ChildProcess; output: string[] };
+type Proc = { name: string; child: ChildProcess; output: string[]; stdout: string[] };
 
 function launch(name: string, args: string[], env: Record<string, string>, nodeArgs: readonly string[] = []): Proc {
   const child = spawn(process.execPath, [...nodeArgs, entry, ...args], {
@@ -68,13 +70,14 @@ function launch(name: string, args: string[], env: Record<string, string>, nodeA
     env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  const proc: Proc = { name, child, output: [] };
-  const keep = (chunk: Buffer) => {
-    proc.output.push(chunk.toString());
-    if (proc.output.length > 400) proc.output.shift();
+  const proc: Proc = { name, child, output: [], stdout: [] };
+  const keep = (lines: string[]) => (chunk: Buffer) => {
+    lines.push(chunk.toString());
+    if (lines.length > 400) lines.shift();
   };
-  child.stdout?.on("data", keep);
-  child.stderr?.on("data", keep);
+  child.stdout?.on("data", keep(proc.output));
+  child.stdout?.on("data", keep(proc.stdout));
+  child.stderr?.on("data", keep(proc.output));
   return proc;
 }
 
@@ -152,6 +155,7 @@ function system(
     natsNamespace: distributed?.natsNamespace,
     admin: adminClient(internalUrl, internalToken),
     output: () => procs.map((p) => `--- ${p.name}\n${p.output.join("")}`).join("\n"),
+    stdout: () => procs[0]?.stdout.join("") ?? "",
     async kill(name) {
       const proc = procs.find((p) => p.name === name);
       if (!proc) throw new Error(`no process ${name}`);

@@ -18,24 +18,27 @@ export function stringField(body: Record<string, unknown>, field: string, malfor
   return "";
 }
 
-/** Splits a raw query into decoded pairs; "+" stays a plus (RFC 3986, as request signing reads it). */
+/**
+ * Splits a raw query into decoded pairs; "+" stays a plus (RFC 3986, as request signing reads it).
+ * A name or value that does not percent-decode is kept as sent, so that its parameter's own rule
+ * refuses it (`page_size=%ZZ` is INVALID_PAGE_SIZE) instead of it vanishing.
+ */
 export function parseQuery(rawQuery: string): Map<string, string[]> {
   const pairs = new Map<string, string[]>();
   for (const part of rawQuery.split("&")) {
     if (part === "") continue;
     const eq = part.indexOf("=");
-    const name = safeDecode(eq === -1 ? part : part.slice(0, eq));
-    const value = safeDecode(eq === -1 ? "" : part.slice(eq + 1));
-    if (name === undefined || value === undefined) continue;
+    const name = decodeOrKeep(eq === -1 ? part : part.slice(0, eq));
+    const value = decodeOrKeep(eq === -1 ? "" : part.slice(eq + 1));
     pairs.set(name, [...(pairs.get(name) ?? []), value]);
   }
   return pairs;
 }
 
-function safeDecode(text: string): string | undefined {
+function decodeOrKeep(text: string): string {
   try {
     return decodeURIComponent(text);
   } catch {
-    return undefined;
+    return text;
   }
 }
