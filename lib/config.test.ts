@@ -91,6 +91,11 @@ describe("loadConfig", () => {
     expect(loadConfig({ INTERNAL_HOST: "::" }).http).toMatchObject({ host: "127.0.0.1", internalHost: "::" });
   });
 
+  it("stops with its parent only when an npm script started it", () => {
+    expect(loadConfig({}).lifecycle.stopWithParent).toBe(false);
+    expect(loadConfig({ npm_lifecycle_event: "start" }).lifecycle.stopWithParent).toBe(true);
+  });
+
   it("returns a frozen object", () => {
     const config = loadConfig({});
     expect(Object.isFrozen(config.webhooks.retryScheduleMs)).toBe(true);

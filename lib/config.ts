@@ -42,6 +42,12 @@ export type Config = Readonly<{
   /** The page token key (PAGE_TOKEN_KEY, or a file as Kubernetes mounts secrets); unset: one generated into DATA_DIR. */
   pages: Readonly<{ tokenKey: string | undefined; tokenKeyFile: string | undefined }>;
   log: Readonly<{ level: string }>;
+  /**
+   * Started by an npm script (npm sets npm_lifecycle_event): stop, as on SIGTERM, once the parent is
+   * gone. npm runs scripts through `sh -c`, and dash neither execs the command nor passes on the
+   * SIGTERM that npm forwards, so stopping npm by its pid would otherwise leave this process running.
+   */
+  lifecycle: Readonly<{ stopWithParent: boolean }>;
 }>;
 
 export class ConfigError extends Error {
@@ -212,6 +218,7 @@ export function loadConfig(env: Env, processName?: ProcessName): Config {
     blob: { url: blobUrl },
     pages: { tokenKey: value("PAGE_TOKEN_KEY"), tokenKeyFile: value("PAGE_TOKEN_KEY_FILE") },
     log: { level },
+    lifecycle: { stopWithParent: env.npm_lifecycle_event !== undefined },
   };
   if (problems.length > 0) {
     throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
