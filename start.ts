@@ -15,6 +15,7 @@ import { start as startWebhooks } from "./services/webhooks/main.js";
 
 const log = logger("start");
 const GRACE_MS = 10_000;
+const PARENT_POLL_MS = 250;
 
 const services = { markers: startMarkers, servers: startServers, replays: startReplays, webhooks: startWebhooks };
 
@@ -40,6 +41,7 @@ async function main(): Promise<void> {
   const stopping = new Promise<string>((resolve) => {
     process.once("SIGTERM", () => resolve("SIGTERM"));
     process.once("SIGINT", () => resolve("SIGINT"));
+    if (config.lifecycle.stopWithParent) onParentExit(() => resolve("parent exited"));
   });
   const startedAt = performance.now();
   const platform = await openPlatform(config, name ?? "replay");
@@ -49,8 +51,8 @@ async function main(): Promise<void> {
     "ready",
   );
 
-  const signal = await stopping;
-  log.info({ signal }, "draining");
+  const reason = await stopping;
+  log.info({ reason }, "draining");
   // Last resort against a leaked handle: the drain itself is bounded by GRACE_MS in each part.
   setTimeout(() => {
     log.error("shutdown did not finish in time; exiting");
@@ -60,6 +62,21 @@ async function main(): Promise<void> {
   for (const part of parts) await part.close().catch((err) => log.error({ err }, "close failed"));
   await platform.close();
   process.exitCode = 0;
+}
+
+/**
+ * Calls `fn` once this process has been re-parented (to init or a subreaper), which is how a parent's
+ * exit shows on POSIX systems; polled, since Node has no notification for it.
+ */
+function onParentExit(fn: () => void): void {
+  const parent = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(timer);
+    fn();
+  }, PARENT_POLL_MS);
+  // The drain ends by emptying the event loop, which this timer must not hold open.
+  timer.unref();
 }
 
 /**

@@ -122,6 +122,11 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ INTERNAL_TOKEN: `${token} x` })).toThrow(/visible ASCII/);
   });
 
+  it("stops with its parent only when an npm script started it", () => {
+    expect(loadConfig({}).lifecycle.stopWithParent).toBe(false);
+    expect(loadConfig({ npm_lifecycle_event: "start" }).lifecycle.stopWithParent).toBe(true);
+  });
+
   it("returns a frozen object", () => {
     const config = loadConfig({});
     expect(Object.isFrozen(config.webhooks.retryScheduleMs)).toBe(true);

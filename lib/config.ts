@@ -49,6 +49,12 @@ export type Config = Readonly<{
    */
   internal: Readonly<{ token: string | undefined }>;
   log: Readonly<{ level: string }>;
+  /**
+   * Started by an npm script (npm sets npm_lifecycle_event): stop, as on SIGTERM, once the parent is
+   * gone. npm runs scripts through `sh -c`, and dash neither execs the command nor passes on the
+   * SIGTERM that npm forwards, so stopping npm by its pid would otherwise leave this process running.
+   */
+  lifecycle: Readonly<{ stopWithParent: boolean }>;
 }>;
 
 export class ConfigError extends Error {
@@ -231,6 +237,7 @@ export function loadConfig(
     pages: { tokenKey: value("PAGE_TOKEN_KEY"), tokenKeyFile: value("PAGE_TOKEN_KEY_FILE") },
     internal: { token: internalToken },
     log: { level },
+    lifecycle: { stopWithParent: env.npm_lifecycle_event !== undefined },
   };
   if (problems.length > 0) {
     throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
