@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { createDevTenant } from "./gateway/dev-tenant.js";
+import { createDevTenant, devKeyCommand, findDevTenant } from "./gateway/dev-tenant.js";
 import { start as startGateway } from "./gateway/main.js";
 // The only process entry (STYLE.md §9): reads the configuration, owns signals and the exit code,
 // and starts all five parts in one process (no argument) or one part of the distributed
@@ -111,6 +111,25 @@ async function startAll(config: Config, platform: Platform): Promise<Running[]> 
         "",
       ].join("\n"),
     );
+  } else {
+    // The first start's secrets were shown only then; say which tenant is the dev one and how to
+    // mint a new key for it. A failed look-up costs the hint, not the start.
+    const dev = await findDevTenant(gateway.internalUrl, config.internal.token).catch((err: unknown) => {
+      log.warn({ err }, "could not look up the dev tenant for the banner");
+      return undefined;
+    });
+    if (dev) {
+      process.stderr.write(
+        [
+          "  dev tenant (the oldest tenant; its API key and signing secret were shown only on the first start):",
+          `    tenant:         ${dev.tenantId}`,
+          ...(dev.ownerMemberId ? [`    owner member:   ${dev.ownerMemberId}`] : []),
+          `  new API key (all scopes): ${devKeyCommand(dev)}`,
+          `  new signing key:          npx replayctl signing-key create --tenant ${dev.tenantId}`,
+          "",
+        ].join("\n"),
+      );
+    }
   }
   return [gateway, ...started];
 }

@@ -22,8 +22,11 @@ export function createClients(transport: Transport): Clients {
   };
 }
 
+/** A JSON value as replayctl prints it. */
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+
 /** The one JSON object a command prints on stdout. */
-export type Output = Record<string, string | number | null>;
+export type Output = Record<string, Json>;
 
 /** One `--flag VALUE`: how usage shows its value, whether it must be given, and its parser. */
 export type Flag<T = unknown, R extends boolean = boolean> = {

@@ -61,14 +61,18 @@ describe("parseCommandLine", () => {
       "tenant create",
       "tenant update",
       "tenant show",
+      "tenant list",
       "member add",
       "member update",
       "member remove",
       "member grant",
+      "member list",
       "key create",
       "key revoke",
+      "key list",
       "signing-key create",
       "category create",
+      "category list",
       "recorder checkin",
       "recording start",
       "recording finish",
@@ -108,6 +112,10 @@ describe("parseCommandLine", () => {
     [["recording", "finish", "--replay", "r", "--size-bytes", "1e3"], /--size-bytes must be an integer/],
     [["asset", "set", "--replay", "r", "--state", "done"], /--state must be one of processing, ready, failed/],
     [["asset", "set", "--replay", "r"], /--state is required/],
+    [["key", "list"], /--tenant is required/],
+    [["member", "list", "--tenant", "t", "--page-size", "0"], /--page-size must be between 1/],
+    [["tenant", "list", "--page-size", "ten"], /--page-size must be an integer/],
+    [["category", "list", "--tenant", "t", "--name", "x"], /Unknown option '--name'/],
   ])("refuses %j as INVALID_ARGUMENT, exit 2, naming the problem", (argv, detail) => {
     const { problem, exitCode } = refusal(argv);
     expect(exitCode).toBe(2);
@@ -157,6 +165,8 @@ describe("parseCommandLine", () => {
     );
     expect(usage("key create")).toBe("replayctl key create --tenant T --scopes a,b,c [--member M]");
     expect(usage("asset set")).toBe("replayctl asset set --replay R --state processing|ready|failed");
+    expect(usage("tenant list")).toBe("replayctl tenant list [--page-size N] [--page-token P]");
+    expect(usage("key list")).toBe("replayctl key list --tenant T [--page-size N] [--page-token P]");
   });
 });
 
@@ -289,6 +299,178 @@ describe("commands", () => {
     );
     expect(out).toEqual({ categoryId: "c-1" });
     expect(tenant).toBe("t-9");
+  });
+
+  it("tenant list prints each tenant's plan as JSON numbers with an RFC 3339 createdAt, and the next page token", async () => {
+    let seen: unknown;
+    const out = await runAgainst(
+      (router) =>
+        router.service(IdentityAdminService, {
+          listTenants(req) {
+            seen = { pageSize: req.pageSize, pageToken: req.pageToken };
+            return {
+              tenants: [
+                {
+                  tenantId: "t-1",
+                  name: "Acme",
+                  serverLimit: 10n,
+                  storageQuotaBytes: 10737418240n,
+                  rateLimitRps: 50,
+                  rateLimitBurst: 100,
+                  createdAt: timestampFromDate(new Date("2024-05-01T12:00:00.250Z")),
+                },
+              ],
+              nextPageToken: "t-1",
+            };
+          },
+        }),
+      ["tenant", "list", "--page-size", "1", "--page-token", "t-0"],
+    );
+    expect(seen).toEqual({ pageSize: 1, pageToken: "t-0" });
+    expect(out).toEqual({
+      tenants: [
+        {
+          tenantId: "t-1",
+          name: "Acme",
+          serverLimit: 10,
+          storageQuotaBytes: 10737418240,
+          rateLimitRps: 50,
+          rateLimitBurst: 100,
+          createdAt: "2024-05-01T12:00:00.250Z",
+        },
+      ],
+      nextPageToken: "t-1",
+    });
+  });
+
+  it("list commands leave the page unset without --page-size and --page-token, so the service's default applies", async () => {
+    let seen: unknown;
+    await runAgainst(
+      (router) =>
+        router.service(IdentityAdminService, {
+          listApiKeys(req) {
+            seen = { tenantId: req.tenantId, pageSize: req.pageSize, pageToken: req.pageToken };
+            return { keys: [], nextPageToken: "" };
+          },
+        }),
+      ["key", "list", "--tenant", "t-9"],
+    );
+    expect(seen).toEqual({ tenantId: "t-9", pageSize: undefined, pageToken: "" });
+  });
+
+  it("key list prints an unbound key's member as null and a live key's revokedAt as null", async () => {
+    const at = timestampFromDate(new Date("2024-05-01T12:00:00Z"));
+    const out = await runAgainst(
+      (router) =>
+        router.service(IdentityAdminService, {
+          listApiKeys: () => ({
+            keys: [
+              { keyId: "k-1", scopes: ["replays:read"], memberId: "", createdAt: at },
+              {
+                keyId: "k-2",
+                scopes: ["servers:read", "servers:write"],
+                memberId: "m-1",
+                createdAt: at,
+                revokedAt: at,
+              },
+            ],
+            nextPageToken: "",
+          }),
+        }),
+      ["key", "list", "--tenant", "t-1"],
+    );
+    expect(out).toEqual({
+      keys: [
+        {
+          keyId: "k-1",
+          scopes: ["replays:read"],
+          memberId: null,
+          createdAt: "2024-05-01T12:00:00.000Z",
+          revokedAt: null,
+        },
+        {
+          keyId: "k-2",
+          scopes: ["servers:read", "servers:write"],
+          memberId: "m-1",
+          createdAt: "2024-05-01T12:00:00.000Z",
+          revokedAt: "2024-05-01T12:00:00.000Z",
+        },
+      ],
+      nextPageToken: "",
+    });
+  });
+
+  it("member list prints roles by name and removed as a boolean beside removedAt", async () => {
+    const at = timestampFromDate(new Date("2024-05-01T12:00:00Z"));
+    const out = await runAgainst(
+      (router) =>
+        router.service(IdentityAdminService, {
+          listMembers: () => ({
+            members: [
+              { memberId: "m-1", role: MemberRole.OWNER, instanceSettings: true, createdAt: at },
+              {
+                memberId: "m-2",
+                role: MemberRole.MEMBER,
+                instanceSettings: false,
+                createdAt: at,
+                removedAt: at,
+                grantedCategoryIds: ["c-1"],
+                grantedServerIds: ["s-1"],
+              },
+            ],
+            nextPageToken: "",
+          }),
+        }),
+      ["member", "list", "--tenant", "t-1"],
+    );
+    const createdAt = "2024-05-01T12:00:00.000Z";
+    expect(out).toEqual({
+      members: [
+        {
+          memberId: "m-1",
+          role: "owner",
+          instanceSettings: true,
+          removed: false,
+          removedAt: null,
+          grantedCategoryIds: [],
+          grantedServerIds: [],
+          createdAt,
+        },
+        {
+          memberId: "m-2",
+          role: "member",
+          instanceSettings: false,
+          removed: true,
+          removedAt: createdAt,
+          grantedCategoryIds: ["c-1"],
+          grantedServerIds: ["s-1"],
+          createdAt,
+        },
+      ],
+      nextPageToken: "",
+    });
+  });
+
+  it("category list asks the admin API with the tenant as a request field", async () => {
+    let seen: unknown;
+    const out = await runAgainst(
+      (router) =>
+        router.service(IdentityAdminService, {
+          listCategories(req) {
+            seen = req.tenantId;
+            return {
+              categories: [{ categoryId: "c-1", name: "EU", createdAt: timestampFromDate(new Date(0)) }],
+              nextPageToken: "",
+            };
+          },
+        }),
+      ["category", "list", "--tenant", "t-9"],
+    );
+    expect(seen).toBe("t-9");
+    expect(out).toEqual({
+      categories: [{ categoryId: "c-1", name: "EU", createdAt: "1970-01-01T00:00:00.000Z" }],
+      nextPageToken: "",
+    });
   });
 
   it("recorder checkin sends --at as a Timestamp and prints status and an RFC 3339 lastSeenAt", async () => {

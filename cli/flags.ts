@@ -108,5 +108,13 @@ export function time(): Flag<Date, false> {
   };
 }
 
+/** The page a list command asks for (the admin API's List RPCs): its size and the token to resume at. */
+export const pageFlags = { "page-size": int32(1), "page-token": text("P") };
+
+/** The page fields of a List request: unset ones take the service's defaults. */
+export function pageOf(v: { "page-size"?: number; "page-token"?: string }) {
+  return { pageSize: v["page-size"], pageToken: v["page-token"] ?? "" };
+}
+
 /** The replay a lifecycle command acts on. */
 export const replayFlag = { replay: required(text("R")) };

@@ -10,6 +10,10 @@ export function present<T>(value: T | undefined, what: string): T {
   return value;
 }
 
+export function iso(ts: Timestamp | undefined, what: string): string {
+  return timestampDate(present(ts, what)).toISOString();
+}
+
 export function isoOrNull(ts: Timestamp | undefined): string | null {
   return ts ? timestampDate(ts).toISOString() : null;
 }

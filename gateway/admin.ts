@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { type Client, Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { MemberRole } from "../gen/replay/common/v1/common_pb.js";
 import type { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
@@ -8,11 +9,14 @@ import { buildEvent } from "../lib/bus/events.js";
 import type { Db } from "../lib/db/types.js";
 import { DomainError } from "../lib/errors.js";
 import { newId, parseUuid } from "../lib/ids.js";
+import { keysetAfter, keysetPage } from "../lib/page/keyset.js";
+import { pageSizeOf } from "../lib/page/size.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
 import { hashApiKey, mintApiKey } from "./auth/api-key.js";
 import type { KeyCache } from "./auth/key-cache.js";
 import { parseScopes, type Scope } from "./auth/scopes.js";
-import type { PlanInput, TenantRow } from "./store.js";
+import { rethrowBackendError } from "./forward.js";
+import type { MemberRow, PlanInput, TenantRow } from "./store.js";
 import * as store from "./store.js";
 
 /** A new tenant's plan when replayctl names no value (operations.md `tenant create`). */
@@ -38,6 +42,13 @@ const roleNames: Partial<Record<MemberRole, string>> = {
   [MemberRole.VIEWER]: "viewer",
 };
 
+const roleValues: Record<MemberRow["role"], MemberRole> = {
+  owner: MemberRole.OWNER,
+  admin: MemberRole.ADMIN,
+  member: MemberRole.MEMBER,
+  viewer: MemberRole.VIEWER,
+};
+
 const requireId = (value: string, what: string) => parseUuid(value, "INVALID_ARGUMENT", what);
 
 function planField(value: bigint | number | undefined, what: string, min: number): number | undefined {
@@ -57,6 +68,14 @@ function tenantUpserted(tenant: TenantRow) {
   });
 }
 
+/** A page request of the List RPCs: its size (decisions.md §5 numbers) and where it starts. */
+function pageOf(req: { pageSize?: number; pageToken: string }) {
+  const pageSize = pageSizeOf(req.pageSize);
+  return { pageSize, after: keysetAfter(req.pageToken) };
+}
+
+const timestampOrUnset = (date: Date | null) => (date ? timestampFromDate(date) : undefined);
+
 /**
  * The gateway's internal admin API (INTERNAL_PORT): what the dashboard does for tenants, members
  * and keys. Plan changes are published as identity.tenant.upserted through the outbox, in the
@@ -64,6 +83,12 @@ function tenantUpserted(tenant: TenantRow) {
  */
 export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof IdentityAdminService> {
   const { db } = deps;
+
+  /** A per-tenant list answers for an unknown tenant as getTenant does, not with an empty page. */
+  async function requireTenantExists(tenantId: string): Promise<void> {
+    if (!(await store.findTenantById(db, tenantId))) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
+  }
+
   return {
     async createTenant(req) {
       const plan: PlanInput = {
@@ -121,6 +146,24 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       };
     },
 
+    async listTenants(req) {
+      const { pageSize, after } = pageOf(req);
+      const rows = await store.listTenants(db, { after, limit: pageSize + 1 });
+      const page = keysetPage(rows, pageSize, after, (row) => row.tenant_id);
+      return {
+        tenants: page.rows.map((row) => ({
+          tenantId: row.tenant_id,
+          name: row.name,
+          serverLimit: BigInt(row.server_limit),
+          storageQuotaBytes: BigInt(row.storage_quota_bytes),
+          rateLimitRps: row.rate_limit_rps,
+          rateLimitBurst: row.rate_limit_burst,
+          createdAt: timestampFromDate(row.created_at),
+        })),
+        nextPageToken: page.nextPageToken,
+      };
+    },
+
     async addMember(req) {
       const tenantId = requireId(req.tenantId, "tenant");
       const role = roleNames[req.role];
@@ -161,6 +204,26 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
         throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId}`);
       await store.insertMemberGrant(db, memberId, grant);
       return { memberId };
+    },
+
+    async listMembers(req) {
+      const tenantId = requireId(req.tenantId, "tenant");
+      const { pageSize, after } = pageOf(req);
+      await requireTenantExists(tenantId);
+      const rows = await store.listMembersByTenant(db, tenantId, { after, limit: pageSize + 1 });
+      const page = keysetPage(rows, pageSize, after, (row) => row.member_id);
+      return {
+        members: page.rows.map((row) => ({
+          memberId: row.member_id,
+          role: roleValues[row.role],
+          instanceSettings: row.instance_settings,
+          createdAt: timestampFromDate(row.created_at),
+          removedAt: timestampOrUnset(row.removed_at),
+          grantedCategoryIds: row.granted_category_ids,
+          grantedServerIds: row.granted_server_ids,
+        })),
+        nextPageToken: page.nextPageToken,
+      };
     },
 
     async createApiKey(req) {
@@ -204,6 +267,24 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       return { keyId };
     },
 
+    async listApiKeys(req) {
+      const tenantId = requireId(req.tenantId, "tenant");
+      const { pageSize, after } = pageOf(req);
+      await requireTenantExists(tenantId);
+      const rows = await store.listApiKeysByTenant(db, tenantId, { after, limit: pageSize + 1 });
+      const page = keysetPage(rows, pageSize, after, (row) => row.key_id);
+      return {
+        keys: page.rows.map((row) => ({
+          keyId: row.key_id,
+          scopes: row.scopes,
+          memberId: row.member_id ?? "",
+          createdAt: timestampFromDate(row.created_at),
+          revokedAt: timestampOrUnset(row.revoked_at),
+        })),
+        nextPageToken: page.nextPageToken,
+      };
+    },
+
     async createSigningKey(req) {
       const tenantId = requireId(req.tenantId, "tenant");
       if (!(await store.findTenantById(db, tenantId)))
@@ -212,6 +293,16 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       const secret = `sks_${randomBytes(32).toString("base64url")}`;
       await store.insertSigningKey(db, kid, tenantId, secret);
       return { kid, secret };
+    },
+
+    async listCategories(req) {
+      const tenantId = requireId(req.tenantId, "tenant");
+      const { pageSize } = pageOf(req);
+      await requireTenantExists(tenantId);
+      // Categories live in the servers schema; that service pages them and checks the token.
+      return deps.servers
+        .listCategories({ pageSize, pageToken: req.pageToken }, { headers: trustedHeaders({ tenantId }) })
+        .then((res) => ({ categories: res.categories, nextPageToken: res.nextPageToken }), rethrowBackendError);
     },
   };
 }

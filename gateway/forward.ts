@@ -21,16 +21,21 @@ export function forwardService<S extends DescService>(service: S, client: Client
         const value = ctx.requestHeader.get(name);
         if (value !== null) headers[name] = value;
       }
-      return call?.(req, { headers, signal: ctx.signal, timeoutMs: ctx.timeoutMs() }).catch((err: unknown) => {
-        // A ConnectError caught by a client carries the backend's response headers as metadata;
-        // thrown on as it is, they would be sent back as this response's headers and trailers
-        // (content-type, grpc-status) and break the stream. Keep code, message and details only.
-        if (!(err instanceof ConnectError)) throw err;
-        const clean = new ConnectError(err.rawMessage, err.code, undefined, undefined, err);
-        clean.details.push(...err.details);
-        throw clean;
-      });
+      return call?.(req, { headers, signal: ctx.signal, timeoutMs: ctx.timeoutMs() }).catch(rethrowBackendError);
     };
   }
   return impl as ServiceImpl<S>;
+}
+
+/**
+ * Throws a backend's error on as this handler's own. A ConnectError caught by a client carries the
+ * backend's response headers as metadata; thrown on as it is, they would be sent back as this
+ * response's headers and trailers (content-type, grpc-status) and break the stream. So only its
+ * code, message and details are kept.
+ */
+export function rethrowBackendError(err: unknown): never {
+  if (!(err instanceof ConnectError)) throw err;
+  const clean = new ConnectError(err.rawMessage, err.code, undefined, undefined, err);
+  clean.details.push(...err.details);
+  throw clean;
 }

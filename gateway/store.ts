@@ -33,6 +33,24 @@ export type MemberRow = {
   granted_server_ids: string[];
 };
 
+/** A tenant as the operator list shows it: its plan and when it was created. */
+export type TenantListRow = TenantRow & { created_at: Date };
+
+/** A member as the operator list shows it, removed ones included. */
+export type MemberListRow = Omit<MemberRow, "tenant_id" | "removed"> & { created_at: Date; removed_at: Date | null };
+
+/** An API key as the operator list shows it: never the key, never its hash. */
+export type ApiKeyListRow = {
+  key_id: string;
+  member_id: string | null;
+  scopes: string[];
+  created_at: Date;
+  revoked_at: Date | null;
+};
+
+/** One keyset page: the rows after the one `after` names (from the start when null), at most `limit`. */
+export type KeysetPage = { after: string | null; limit: number };
+
 export type PlanInput = {
   name: string;
   serverLimit: number;
@@ -137,9 +155,41 @@ export async function findTenantById(q: Queryable, tenantId: string): Promise<Te
   return rows[0];
 }
 
+/** Every tenant, oldest first, then by id, one keyset page at a time. */
+export async function listTenants(q: Queryable, page: KeysetPage): Promise<TenantListRow[]> {
+  const { rows } = await q.query<TenantListRow>(
+    `SELECT tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst, version, created_at
+       FROM identity.tenant
+      WHERE $1::uuid IS NULL
+         OR (created_at, tenant_id) > (SELECT created_at, tenant_id FROM identity.tenant WHERE tenant_id = $1)
+      ORDER BY created_at, tenant_id
+      LIMIT $2`,
+    [page.after, page.limit],
+  );
+  return rows;
+}
+
 export async function countTenants(q: Queryable): Promise<number> {
   const { rows } = await q.query<{ n: number }>("SELECT count(*)::int AS n FROM identity.tenant");
   return rows[0]?.n ?? 0;
+}
+
+/** The tenant's members with their grants, removed ones included, oldest first, then by id. */
+export async function listMembersByTenant(q: Queryable, tenantId: string, page: KeysetPage): Promise<MemberListRow[]> {
+  const { rows } = await q.query<MemberListRow>(
+    `SELECT m.member_id, m.role, m.instance_settings, m.created_at, m.removed_at,
+            COALESCE(array_agg(g.category_id::text ORDER BY g.category_id) FILTER (WHERE g.category_id IS NOT NULL), '{}') AS granted_category_ids,
+            COALESCE(array_agg(g.server_id::text ORDER BY g.server_id) FILTER (WHERE g.server_id IS NOT NULL), '{}') AS granted_server_ids
+       FROM identity.member m LEFT JOIN identity.member_grant g USING (member_id)
+      WHERE m.tenant_id = $1
+        AND ($2::uuid IS NULL OR (m.created_at, m.member_id) >
+             (SELECT created_at, member_id FROM identity.member WHERE tenant_id = $1 AND member_id = $2))
+      GROUP BY m.member_id
+      ORDER BY m.created_at, m.member_id
+      LIMIT $3`,
+    [tenantId, page.after, page.limit],
+  );
+  return rows;
 }
 
 export async function insertMember(
@@ -204,6 +254,21 @@ export async function insertApiKey(
     "INSERT INTO identity.api_key (key_id, tenant_id, member_id, key_hash, scopes) VALUES ($1, $2, $3, $4, $5)",
     [key.keyId, key.tenantId, key.memberId, key.keyHash, key.scopes],
   );
+}
+
+/** The tenant's API keys, revoked ones included, oldest first, then by id; no key hash leaves here. */
+export async function listApiKeysByTenant(q: Queryable, tenantId: string, page: KeysetPage): Promise<ApiKeyListRow[]> {
+  const { rows } = await q.query<ApiKeyListRow>(
+    `SELECT key_id, member_id, scopes, created_at, revoked_at
+       FROM identity.api_key
+      WHERE tenant_id = $1
+        AND ($2::uuid IS NULL OR (created_at, key_id) >
+             (SELECT created_at, key_id FROM identity.api_key WHERE tenant_id = $1 AND key_id = $2))
+      ORDER BY created_at, key_id
+      LIMIT $3`,
+    [tenantId, page.after, page.limit],
+  );
+  return rows;
 }
 
 export async function updateApiKeyRevoked(

@@ -1,5 +1,6 @@
 // The embedded mode as `npm start` runs it (one process, embedded Postgres, in-process bus): the
-// dev tenant printed on the first start works, and the gateway's authentication holds there too.
+// dev tenant printed on the first start works, a restart says how to mint it a new key, and the
+// gateway's authentication holds there too.
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -7,8 +8,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signRequest } from "../lib/signing.js";
 import { expectProblem } from "./expect.js";
-import { provisionTenant, type Signer, send, sendSigned } from "./http.js";
+import { ALL_SCOPES, provisionTenant, type Signer, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
+import { runReplayctl } from "./replayctl.js";
 import { type System, startEmbeddedSystem } from "./system.js";
 
 type DevTenant = { tenantId: string; memberId: string; key: string; kid: string; secret: string; signer: Signer };
@@ -219,11 +221,11 @@ describe("embedded mode (npm start)", () => {
     expect(codes, sys.output()).toEqual([0]);
   });
 
-  it("a second start on the same data directory prints no new dev tenant, and the first one's keys keep working", async () => {
+  it("a second start on the same data directory prints no secret but the dev tenant and a working key create line; the first keys keep working", async () => {
     // LOG_LEVEL=info makes the process say "ready" once everything, a dev tenant included, is done.
     sys = await startEmbeddedSystem({ DATA_DIR: dataDir, LOG_LEVEL: "info" });
     await pollUntil(async () => /"msg":"ready"/.test(sys.output()), Boolean, 30_000);
-    expect(sys.output()).not.toContain("dev tenant");
+    expect(sys.output()).not.toContain("dev tenant (first start");
     expect(parseDevTenant(sys.output())).toBeUndefined();
     const servers = await send(sys.baseUrl, "GET", "/v1/api/servers", {
       headers: { authorization: `Bearer ${dev.key}` },
@@ -233,6 +235,24 @@ describe("embedded mode (npm start)", () => {
     const replays = await sendSigned(sys.baseUrl, dev.signer, "GET", "/v1/replays");
     expect(replays.status, replays.text).toBe(200);
     expect(replays.body).toEqual(EMPTY_PAGE);
+
+    // The restart banner names the dev tenant and how to mint it a key, since the first key was shown only once.
+    const out = sys.output();
+    expect(out).not.toContain(dev.key);
+    expect(out).not.toContain(dev.secret);
+    expect(out).toMatch(new RegExp(`^\\s+tenant:\\s+${dev.tenantId}$`, "m"));
+    const hint = /npx replayctl (key create --tenant .*)$/m.exec(out)?.[1];
+    expect(hint, out).toBe(
+      `key create --tenant ${dev.tenantId} --scopes ${ALL_SCOPES.join(",")} --member ${dev.memberId}`,
+    );
+    // The printed command works as printed: an all-scopes key bound to the owner, so servers writes pass too.
+    const minted = await runReplayctl(sys.internalUrl, (hint as string).split(" "));
+    expect(minted.code, minted.stderr).toBe(0);
+    const created = await send(sys.baseUrl, "POST", "/v1/api/servers", {
+      body: { name: `after-restart-${randomUUID().slice(0, 8)}` },
+      headers: { authorization: `Bearer ${minted.out.key}` },
+    });
+    expect(created.status, created.text).toBe(201);
     expect(await sys.stop()).toEqual([0]);
   });
 });

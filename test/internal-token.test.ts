@@ -65,20 +65,16 @@ describe("INTERNAL_TOKEN: the internal port beyond loopback", () => {
     const sys = useSystem(() => startEmbeddedSystem({ INTERNAL_HOST: "0.0.0.0", INTERNAL_TOKEN: TOKEN }));
 
     it("replayctl needs REPLAYCTL_TOKEN: without it UNAUTHENTICATED, with it the call is served", async () => {
-      const without = await runReplayctl(["tenant", "create", "--name", "x"], { REPLAYCTL_URL: sys().internalUrl });
+      const without = await runReplayctl(sys().internalUrl, ["tenant", "create", "--name", "x"]);
       expect(without.code).toBe(1);
-      expect(without.json).toMatchObject({ status: 401, code: "UNAUTHENTICATED" });
-      const wrong = await runReplayctl(["tenant", "create"], {
-        REPLAYCTL_URL: sys().internalUrl,
+      expect(without.problem).toMatchObject({ status: 401, code: "UNAUTHENTICATED" });
+      const wrong = await runReplayctl(sys().internalUrl, ["tenant", "create"], {
         REPLAYCTL_TOKEN: `${TOKEN.slice(0, -1)}0`,
       });
-      expect(wrong.json).toMatchObject({ code: "UNAUTHENTICATED" });
-      const right = await runReplayctl(["tenant", "create"], {
-        REPLAYCTL_URL: sys().internalUrl,
-        REPLAYCTL_TOKEN: TOKEN,
-      });
+      expect(wrong.problem).toMatchObject({ code: "UNAUTHENTICATED" });
+      const right = await runReplayctl(sys().internalUrl, ["tenant", "create"], { REPLAYCTL_TOKEN: TOKEN });
       expect(right.code).toBe(0);
-      expect(right.json.tenantId).toMatch(/^[0-9a-f-]{36}$/);
+      expect(right.out.tenantId).toMatch(/^[0-9a-f-]{36}$/);
     });
 
     it("a stock gRPC check-in without the token is UNAUTHENTICATED; the public API is unchanged", async () => {
@@ -131,9 +127,9 @@ describe("INTERNAL_TOKEN: the internal port beyond loopback", () => {
       });
 
       it("replayctl without REPLAYCTL_TOKEN is UNAUTHENTICATED on the admin API; with it, served", async () => {
-        const env = { REPLAYCTL_URL: sys().internalUrl };
-        expect((await runReplayctl(["tenant", "create"], env)).json).toMatchObject({ code: "UNAUTHENTICATED" });
-        const served = await runReplayctl(["tenant", "create"], { ...env, REPLAYCTL_TOKEN: TOKEN });
+        const url = sys().internalUrl;
+        expect((await runReplayctl(url, ["tenant", "create"])).problem).toMatchObject({ code: "UNAUTHENTICATED" });
+        const served = await runReplayctl(url, ["tenant", "create"], { REPLAYCTL_TOKEN: TOKEN });
         expect(served.code).toBe(0);
       });
     },

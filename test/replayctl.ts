@@ -2,28 +2,42 @@ import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-const root = fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/");
-const cli = join(root, "dist", "cli", "replayctl.js");
+const cli = join(
+  fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/"),
+  "dist",
+  "cli",
+  "replayctl.js",
+);
 
-export type CliRun = { code: number; stdout: string; stderr: string; json: any };
+/** What one replayctl run printed: its exit code, stdout and stderr as text, and each parsed when JSON. */
+export type CliRun = { code: number; stdout: string; stderr: string; out: any; problem: any };
 
-/** Runs the built replayctl as an operator would, with only the environment given (and PATH). */
-export function runReplayctl(args: readonly string[], env: Record<string, string>): Promise<CliRun> {
-  return new Promise((resolve) => {
+function parsed(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Runs the compiled replayctl (dist/cli/replayctl.js, as `npx replayctl` runs it) against the
+ * internal API at `internalUrl`, with only PATH and `env` besides, and resolves whatever its exit code.
+ */
+export function runReplayctl(
+  internalUrl: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
     execFile(
       process.execPath,
       [cli, ...args],
-      { env: { PATH: process.env.PATH ?? "", ...env }, timeout: 30_000 },
+      { env: { PATH: process.env.PATH ?? "", REPLAYCTL_URL: internalUrl, ...env }, timeout: 60_000 },
       (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === "number" ? err.code : 1) : 0;
-        const text = code === 0 ? stdout : stderr;
-        let json: unknown;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = undefined;
-        }
-        resolve({ code, stdout, stderr, json });
+        const code = err ? (typeof err.code === "number" ? err.code : undefined) : 0;
+        if (code === undefined) return reject(err);
+        resolve({ code, stdout, stderr, out: parsed(stdout), problem: parsed(stderr) });
       },
     );
   });

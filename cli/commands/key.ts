@@ -1,5 +1,6 @@
 import { type Command, command } from "../command.js";
-import { list, required, text } from "../flags.js";
+import { list, pageFlags, pageOf, required, text } from "../flags.js";
+import { iso, isoOrNull } from "../respond.js";
 
 /** replayctl key … (spec/operations.md §replayctl). */
 export const keyCommands: readonly Command[] = [
@@ -20,6 +21,25 @@ export const keyCommands: readonly Command[] = [
     run: async (c, v) => {
       const res = await c.admin.revokeApiKey({ keyId: v["key-id"] });
       return { keyId: res.keyId };
+    },
+  }),
+  command({
+    noun: "key",
+    verb: "list",
+    flags: { tenant: required(text("T")), ...pageFlags },
+    run: async (c, v) => {
+      // The service never returns a key or its hash; only what identifies and describes it.
+      const res = await c.admin.listApiKeys({ tenantId: v.tenant, ...pageOf(v) });
+      return {
+        keys: res.keys.map((k) => ({
+          keyId: k.keyId,
+          scopes: k.scopes,
+          memberId: k.memberId === "" ? null : k.memberId,
+          createdAt: iso(k.createdAt, "a key's createdAt"),
+          revokedAt: isoOrNull(k.revokedAt),
+        })),
+        nextPageToken: res.nextPageToken,
+      };
     },
   }),
 ];

@@ -1,6 +1,8 @@
 import { MemberRole } from "../../gen/replay/common/v1/common_pb.js";
 import { type Command, command } from "../command.js";
-import { bool, choice, required, text } from "../flags.js";
+import { bool, choice, pageFlags, pageOf, required, text } from "../flags.js";
+import { CliError } from "../output.js";
+import { iso, isoOrNull } from "../respond.js";
 
 const roles = {
   owner: MemberRole.OWNER,
@@ -8,6 +10,12 @@ const roles = {
   member: MemberRole.MEMBER,
   viewer: MemberRole.VIEWER,
 };
+
+function roleName(role: MemberRole): string {
+  const name = Object.keys(roles).find((key) => roles[key as keyof typeof roles] === role);
+  if (name === undefined) throw new CliError("INTERNAL_ERROR", "the service answered without a member role");
+  return name;
+}
 
 /** replayctl member … (spec/operations.md §replayctl). */
 export const memberCommands: readonly Command[] = [
@@ -58,6 +66,27 @@ export const memberCommands: readonly Command[] = [
         serverId: v.server ?? "",
       });
       return { memberId: res.memberId };
+    },
+  }),
+  command({
+    noun: "member",
+    verb: "list",
+    flags: { tenant: required(text("T")), ...pageFlags },
+    run: async (c, v) => {
+      const res = await c.admin.listMembers({ tenantId: v.tenant, ...pageOf(v) });
+      return {
+        members: res.members.map((m) => ({
+          memberId: m.memberId,
+          role: roleName(m.role),
+          instanceSettings: m.instanceSettings,
+          removed: m.removedAt !== undefined,
+          removedAt: isoOrNull(m.removedAt),
+          grantedCategoryIds: m.grantedCategoryIds,
+          grantedServerIds: m.grantedServerIds,
+          createdAt: iso(m.createdAt, "a member's createdAt"),
+        })),
+        nextPageToken: res.nextPageToken,
+      };
     },
   }),
 ];

@@ -1,6 +1,6 @@
 import { type Command, command, type Values } from "../command.js";
-import { int32, int64, required, text } from "../flags.js";
-import { present } from "../respond.js";
+import { int32, int64, pageFlags, pageOf, required, text } from "../flags.js";
+import { iso, present } from "../respond.js";
 
 const planFlags = {
   name: text("N"),
@@ -55,6 +55,27 @@ export const tenantCommands: readonly Command[] = [
         storageUsedBytes: Number(t.storageUsedBytes),
         rateLimitRps: t.rateLimitRps,
         rateLimitBurst: t.rateLimitBurst,
+      };
+    },
+  }),
+  command({
+    noun: "tenant",
+    verb: "list",
+    flags: pageFlags,
+    run: async (c, v) => {
+      // Plans only: usage (serversUsed, storageUsedBytes) costs a call to two services per tenant.
+      const res = await c.admin.listTenants(pageOf(v));
+      return {
+        tenants: res.tenants.map((t) => ({
+          tenantId: t.tenantId,
+          name: t.name,
+          serverLimit: Number(t.serverLimit),
+          storageQuotaBytes: Number(t.storageQuotaBytes),
+          rateLimitRps: t.rateLimitRps,
+          rateLimitBurst: t.rateLimitBurst,
+          createdAt: iso(t.createdAt, "a tenant's createdAt"),
+        })),
+        nextPageToken: res.nextPageToken,
       };
     },
   }),

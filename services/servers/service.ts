@@ -3,6 +3,7 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Actor } from "../../gen/replay/common/v1/common_pb.js";
 import type { RecorderService } from "../../gen/replay/servers/v1/recorder_pb.js";
 import {
+  type Category,
   type PendingSetup,
   type Server,
   ServerState,
@@ -13,12 +14,14 @@ import { buildEvent } from "../../lib/bus/events.js";
 import type { Db, Tx } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
+import { keysetAfter, keysetPage } from "../../lib/page/keyset.js";
+import { pageSizeOf } from "../../lib/page/size.js";
 import { actorOf, requireTenant } from "../../lib/rpc/context.js";
 import { canSeeSource, requireAccess, requireManager } from "./access.js";
 import { parseName } from "./name.js";
 import { checkInTime, parseServerId, parseSetupInput } from "./setup.js";
 import { isOnline } from "./status.js";
-import type { ServerRow } from "./store.js";
+import type { CategoryRow, ServerRow } from "./store.js";
 import * as store from "./store.js";
 
 export type ServersDeps = {
@@ -49,6 +52,10 @@ function toPendingMessage(row: ServerRow, showSource: boolean): Omit<PendingSetu
     createdAt: timestampFromDate(row.created_at),
     sourceServerId: showSource ? (row.source_server_id ?? "") : "",
   };
+}
+
+function toCategoryMessage(row: CategoryRow): Omit<Category, "$typeName"> {
+  return { categoryId: row.category_id, name: row.name, createdAt: timestampFromDate(row.created_at) };
 }
 
 const notFound = (serverId: string) => new DomainError("SERVER_NOT_FOUND", `no server ${serverId}`);
@@ -212,9 +219,16 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
     async createCategory(req, ctx) {
       const tenantId = requireTenant(ctx);
       const row = await store.insertCategory(db, { categoryId: newId(), tenantId, name: parseName(req.name) });
-      return {
-        category: { categoryId: row.category_id, name: row.name, createdAt: timestampFromDate(row.created_at) },
-      };
+      return { category: toCategoryMessage(row) };
+    },
+
+    async listCategories(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      const pageSize = pageSizeOf(req.pageSize);
+      const after = keysetAfter(req.pageToken);
+      const rows = await store.listCategoriesByTenant(db, tenantId, { after, limit: pageSize + 1 });
+      const page = keysetPage(rows, pageSize, after, (row) => row.category_id);
+      return { categories: page.rows.map(toCategoryMessage), nextPageToken: page.nextPageToken };
     },
 
     async getSlotUsage(_req, ctx) {

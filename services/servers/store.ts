@@ -200,6 +200,27 @@ export async function insertCategory(
   return rows[0] as CategoryRow;
 }
 
+/**
+ * One keyset page of the tenant's categories, oldest first, then by id: those after the category
+ * `after` names (from the start when null), at most `limit`.
+ */
+export async function listCategoriesByTenant(
+  q: Queryable,
+  tenantId: string,
+  page: { after: string | null; limit: number },
+): Promise<CategoryRow[]> {
+  const { rows } = await q.query<CategoryRow>(
+    `SELECT category_id, tenant_id, name, created_at FROM servers.category
+      WHERE tenant_id = $1
+        AND ($2::uuid IS NULL OR (created_at, category_id) >
+             (SELECT created_at, category_id FROM servers.category WHERE tenant_id = $1 AND category_id = $2))
+      ORDER BY created_at, category_id
+      LIMIT $3`,
+    [tenantId, page.after, page.limit],
+  );
+  return rows;
+}
+
 /** replays.recording.started: the replay exists (unless its delete was seen first). */
 export async function insertReplay(tx: Tx, replayId: string, serverId: string): Promise<void> {
   await tx.query(

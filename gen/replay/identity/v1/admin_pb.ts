@@ -4,15 +4,19 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { MemberRole } from "../../common/v1/common_pb.js";
 import { file_replay_common_v1_common } from "../../common/v1/common_pb.js";
+import type { Category } from "../../servers/v1/servers_pb.js";
+import { file_replay_servers_v1_servers } from "../../servers/v1/servers_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file replay/identity/v1/admin.proto.
  */
 export const file_replay_identity_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("Ch5yZXBsYXkvaWRlbnRpdHkvdjEvYWRtaW4ucHJvdG8SEnJlcGxheS5pZGVudGl0eS52MSLAAQoGVGVuYW50EhEKCXRlbmFudF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhQKDHNlcnZlcl9saW1pdBgDIAEoAxIUCgxzZXJ2ZXJzX3VzZWQYBCABKAMSGwoTc3RvcmFnZV9xdW90YV9ieXRlcxgFIAEoAxIaChJzdG9yYWdlX3VzZWRfYnl0ZXMYBiABKAMSFgoOcmF0ZV9saW1pdF9ycHMYByABKAUSGAoQcmF0ZV9saW1pdF9idXJzdBgIIAEoBSL7AQoTQ3JlYXRlVGVuYW50UmVxdWVzdBIRCgRuYW1lGAEgASgJSACIAQESGQoMc2VydmVyX2xpbWl0GAIgASgDSAGIAQESIAoTc3RvcmFnZV9xdW90YV9ieXRlcxgDIAEoA0gCiAEBEhsKDnJhdGVfbGltaXRfcnBzGAQgASgFSAOIAQESHQoQcmF0ZV9saW1pdF9idXJzdBgFIAEoBUgEiAEBQgcKBV9uYW1lQg8KDV9zZXJ2ZXJfbGltaXRCFgoUX3N0b3JhZ2VfcXVvdGFfYnl0ZXNCEQoPX3JhdGVfbGltaXRfcnBzQhMKEV9yYXRlX2xpbWl0X2J1cnN0IikKFENyZWF0ZVRlbmFudFJlc3BvbnNlEhEKCXRlbmFudF9pZBgBIAEoCSKOAgoTVXBkYXRlVGVuYW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEhkKDHNlcnZlcl9saW1pdBgDIAEoA0gBiAEBEiAKE3N0b3JhZ2VfcXVvdGFfYnl0ZXMYBCABKANIAogBARIbCg5yYXRlX2xpbWl0X3JwcxgFIAEoBUgDiAEBEh0KEHJhdGVfbGltaXRfYnVyc3QYBiABKAVIBIgBAUIHCgVfbmFtZUIPCg1fc2VydmVyX2xpbWl0QhYKFF9zdG9yYWdlX3F1b3RhX2J5dGVzQhEKD19yYXRlX2xpbWl0X3Jwc0ITChFfcmF0ZV9saW1pdF9idXJzdCIpChRVcGRhdGVUZW5hbnRSZXNwb25zZRIRCgl0ZW5hbnRfaWQYASABKAkiJQoQR2V0VGVuYW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkiPwoRR2V0VGVuYW50UmVzcG9uc2USKgoGdGVuYW50GAEgASgLMhoucmVwbGF5LmlkZW50aXR5LnYxLlRlbmFudCKHAQoQQWRkTWVtYmVyUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSKgoEcm9sZRgCIAEoDjIcLnJlcGxheS5jb21tb24udjEuTWVtYmVyUm9sZRIeChFpbnN0YW5jZV9zZXR0aW5ncxgDIAEoCEgAiAEBQhQKEl9pbnN0YW5jZV9zZXR0aW5ncyImChFBZGRNZW1iZXJSZXNwb25zZRIRCgltZW1iZXJfaWQYASABKAkiigEKE1VwZGF0ZU1lbWJlclJlcXVlc3QSEQoJbWVtYmVyX2lkGAEgASgJEioKBHJvbGUYAiABKA4yHC5yZXBsYXkuY29tbW9uLnYxLk1lbWJlclJvbGUSHgoRaW5zdGFuY2Vfc2V0dGluZ3MYAyABKAhIAIgBAUIUChJfaW5zdGFuY2Vfc2V0dGluZ3MiKQoUVXBkYXRlTWVtYmVyUmVzcG9uc2USEQoJbWVtYmVyX2lkGAEgASgJIigKE1JlbW92ZU1lbWJlclJlcXVlc3QSEQoJbWVtYmVyX2lkGAEgASgJIikKFFJlbW92ZU1lbWJlclJlc3BvbnNlEhEKCW1lbWJlcl9pZBgBIAEoCSJPChJHcmFudE1lbWJlclJlcXVlc3QSEQoJbWVtYmVyX2lkGAEgASgJEhMKC2NhdGVnb3J5X2lkGAIgASgJEhEKCXNlcnZlcl9pZBgDIAEoCSIoChNHcmFudE1lbWJlclJlc3BvbnNlEhEKCW1lbWJlcl9pZBgBIAEoCSJLChNDcmVhdGVBcGlLZXlSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIOCgZzY29wZXMYAiADKAkSEQoJbWVtYmVyX2lkGAMgASgJIjMKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRILCgNrZXkYAiABKAkiJQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkiJgoUUmV2b2tlQXBpS2V5UmVzcG9uc2USDgoGa2V5X2lkGAEgASgJIiwKF0NyZWF0ZVNpZ25pbmdLZXlSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCSI3ChhDcmVhdGVTaWduaW5nS2V5UmVzcG9uc2USCwoDa2lkGAEgASgJEg4KBnNlY3JldBgCIAEoCTKJCAoUSWRlbnRpdHlBZG1pblNlcnZpY2USYQoMQ3JlYXRlVGVuYW50EicucmVwbGF5LmlkZW50aXR5LnYxLkNyZWF0ZVRlbmFudFJlcXVlc3QaKC5yZXBsYXkuaWRlbnRpdHkudjEuQ3JlYXRlVGVuYW50UmVzcG9uc2USZgoMVXBkYXRlVGVuYW50EicucmVwbGF5LmlkZW50aXR5LnYxLlVwZGF0ZVRlbmFudFJlcXVlc3QaKC5yZXBsYXkuaWRlbnRpdHkudjEuVXBkYXRlVGVuYW50UmVzcG9uc2UiA5ACAhJdCglHZXRUZW5hbnQSJC5yZXBsYXkuaWRlbnRpdHkudjEuR2V0VGVuYW50UmVxdWVzdBolLnJlcGxheS5pZGVudGl0eS52MS5HZXRUZW5hbnRSZXNwb25zZSIDkAIBElgKCUFkZE1lbWJlchIkLnJlcGxheS5pZGVudGl0eS52MS5BZGRNZW1iZXJSZXF1ZXN0GiUucmVwbGF5LmlkZW50aXR5LnYxLkFkZE1lbWJlclJlc3BvbnNlEmYKDFVwZGF0ZU1lbWJlchInLnJlcGxheS5pZGVudGl0eS52MS5VcGRhdGVNZW1iZXJSZXF1ZXN0GigucmVwbGF5LmlkZW50aXR5LnYxLlVwZGF0ZU1lbWJlclJlc3BvbnNlIgOQAgISZgoMUmVtb3ZlTWVtYmVyEicucmVwbGF5LmlkZW50aXR5LnYxLlJlbW92ZU1lbWJlclJlcXVlc3QaKC5yZXBsYXkuaWRlbnRpdHkudjEuUmVtb3ZlTWVtYmVyUmVzcG9uc2UiA5ACAhJjCgtHcmFudE1lbWJlchImLnJlcGxheS5pZGVudGl0eS52MS5HcmFudE1lbWJlclJlcXVlc3QaJy5yZXBsYXkuaWRlbnRpdHkudjEuR3JhbnRNZW1iZXJSZXNwb25zZSIDkAICEmEKDENyZWF0ZUFwaUtleRInLnJlcGxheS5pZGVudGl0eS52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GigucmVwbGF5LmlkZW50aXR5LnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlEmYKDFJldm9rZUFwaUtleRInLnJlcGxheS5pZGVudGl0eS52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GigucmVwbGF5LmlkZW50aXR5LnYxLlJldm9rZUFwaUtleVJlc3BvbnNlIgOQAgISbQoQQ3JlYXRlU2lnbmluZ0tleRIrLnJlcGxheS5pZGVudGl0eS52MS5DcmVhdGVTaWduaW5nS2V5UmVxdWVzdBosLnJlcGxheS5pZGVudGl0eS52MS5DcmVhdGVTaWduaW5nS2V5UmVzcG9uc2ViBnByb3RvMw", [file_replay_common_v1_common]);
+  fileDesc("Ch5yZXBsYXkvaWRlbnRpdHkvdjEvYWRtaW4ucHJvdG8SEnJlcGxheS5pZGVudGl0eS52MSLwAQoGVGVuYW50EhEKCXRlbmFudF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhQKDHNlcnZlcl9saW1pdBgDIAEoAxIUCgxzZXJ2ZXJzX3VzZWQYBCABKAMSGwoTc3RvcmFnZV9xdW90YV9ieXRlcxgFIAEoAxIaChJzdG9yYWdlX3VzZWRfYnl0ZXMYBiABKAMSFgoOcmF0ZV9saW1pdF9ycHMYByABKAUSGAoQcmF0ZV9saW1pdF9idXJzdBgIIAEoBRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL8AQoGTWVtYmVyEhEKCW1lbWJlcl9pZBgBIAEoCRIqCgRyb2xlGAIgASgOMhwucmVwbGF5LmNvbW1vbi52MS5NZW1iZXJSb2xlEhkKEWluc3RhbmNlX3NldHRpbmdzGAMgASgIEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJlbW92ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhwKFGdyYW50ZWRfY2F0ZWdvcnlfaWRzGAYgAygJEhoKEmdyYW50ZWRfc2VydmVyX2lkcxgHIAMoCSKbAQoGQXBpS2V5Eg4KBmtleV9pZBgBIAEoCRIOCgZzY29wZXMYAiADKAkSEQoJbWVtYmVyX2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIvsBChNDcmVhdGVUZW5hbnRSZXF1ZXN0EhEKBG5hbWUYASABKAlIAIgBARIZCgxzZXJ2ZXJfbGltaXQYAiABKANIAYgBARIgChNzdG9yYWdlX3F1b3RhX2J5dGVzGAMgASgDSAKIAQESGwoOcmF0ZV9saW1pdF9ycHMYBCABKAVIA4gBARIdChByYXRlX2xpbWl0X2J1cnN0GAUgASgFSASIAQFCBwoFX25hbWVCDwoNX3NlcnZlcl9saW1pdEIWChRfc3RvcmFnZV9xdW90YV9ieXRlc0IRCg9fcmF0ZV9saW1pdF9ycHNCEwoRX3JhdGVfbGltaXRfYnVyc3QiKQoUQ3JlYXRlVGVuYW50UmVzcG9uc2USEQoJdGVuYW50X2lkGAEgASgJIo4CChNVcGRhdGVUZW5hbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIRCgRuYW1lGAIgASgJSACIAQESGQoMc2VydmVyX2xpbWl0GAMgASgDSAGIAQESIAoTc3RvcmFnZV9xdW90YV9ieXRlcxgEIAEoA0gCiAEBEhsKDnJhdGVfbGltaXRfcnBzGAUgASgFSAOIAQESHQoQcmF0ZV9saW1pdF9idXJzdBgGIAEoBUgEiAEBQgcKBV9uYW1lQg8KDV9zZXJ2ZXJfbGltaXRCFgoUX3N0b3JhZ2VfcXVvdGFfYnl0ZXNCEQoPX3JhdGVfbGltaXRfcnBzQhMKEV9yYXRlX2xpbWl0X2J1cnN0IikKFFVwZGF0ZVRlbmFudFJlc3BvbnNlEhEKCXRlbmFudF9pZBgBIAEoCSIlChBHZXRUZW5hbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCSI/ChFHZXRUZW5hbnRSZXNwb25zZRIqCgZ0ZW5hbnQYASABKAsyGi5yZXBsYXkuaWRlbnRpdHkudjEuVGVuYW50Ik4KEkxpc3RUZW5hbnRzUmVxdWVzdBIWCglwYWdlX3NpemUYASABKAVIAIgBARISCgpwYWdlX3Rva2VuGAIgASgJQgwKCl9wYWdlX3NpemUiWwoTTGlzdFRlbmFudHNSZXNwb25zZRIrCgd0ZW5hbnRzGAEgAygLMhoucmVwbGF5LmlkZW50aXR5LnYxLlRlbmFudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkihwEKEEFkZE1lbWJlclJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEioKBHJvbGUYAiABKA4yHC5yZXBsYXkuY29tbW9uLnYxLk1lbWJlclJvbGUSHgoRaW5zdGFuY2Vfc2V0dGluZ3MYAyABKAhIAIgBAUIUChJfaW5zdGFuY2Vfc2V0dGluZ3MiJgoRQWRkTWVtYmVyUmVzcG9uc2USEQoJbWVtYmVyX2lkGAEgASgJIooBChNVcGRhdGVNZW1iZXJSZXF1ZXN0EhEKCW1lbWJlcl9pZBgBIAEoCRIqCgRyb2xlGAIgASgOMhwucmVwbGF5LmNvbW1vbi52MS5NZW1iZXJSb2xlEh4KEWluc3RhbmNlX3NldHRpbmdzGAMgASgISACIAQFCFAoSX2luc3RhbmNlX3NldHRpbmdzIikKFFVwZGF0ZU1lbWJlclJlc3BvbnNlEhEKCW1lbWJlcl9pZBgBIAEoCSIoChNSZW1vdmVNZW1iZXJSZXF1ZXN0EhEKCW1lbWJlcl9pZBgBIAEoCSIpChRSZW1vdmVNZW1iZXJSZXNwb25zZRIRCgltZW1iZXJfaWQYASABKAkiTwoSR3JhbnRNZW1iZXJSZXF1ZXN0EhEKCW1lbWJlcl9pZBgBIAEoCRITCgtjYXRlZ29yeV9pZBgCIAEoCRIRCglzZXJ2ZXJfaWQYAyABKAkiKAoTR3JhbnRNZW1iZXJSZXNwb25zZRIRCgltZW1iZXJfaWQYASABKAkiYQoSTGlzdE1lbWJlcnNSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIWCglwYWdlX3NpemUYAiABKAVIAIgBARISCgpwYWdlX3Rva2VuGAMgASgJQgwKCl9wYWdlX3NpemUiWwoTTGlzdE1lbWJlcnNSZXNwb25zZRIrCgdtZW1iZXJzGAEgAygLMhoucmVwbGF5LmlkZW50aXR5LnYxLk1lbWJlchIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiSwoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSDgoGc2NvcGVzGAIgAygJEhEKCW1lbWJlcl9pZBgDIAEoCSIzChRDcmVhdGVBcGlLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSCwoDa2V5GAIgASgJIiUKE1Jldm9rZUFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIiYKFFJldm9rZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCSJhChJMaXN0QXBpS2V5c1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhYKCXBhZ2Vfc2l6ZRgCIAEoBUgAiAEBEhIKCnBhZ2VfdG9rZW4YAyABKAlCDAoKX3BhZ2Vfc2l6ZSJYChNMaXN0QXBpS2V5c1Jlc3BvbnNlEigKBGtleXMYASADKAsyGi5yZXBsYXkuaWRlbnRpdHkudjEuQXBpS2V5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIsChdDcmVhdGVTaWduaW5nS2V5UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkiNwoYQ3JlYXRlU2lnbmluZ0tleVJlc3BvbnNlEgsKA2tpZBgBIAEoCRIOCgZzZWNyZXQYAiABKAkiZAoVTGlzdENhdGVnb3JpZXNSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIWCglwYWdlX3NpemUYAiABKAVIAIgBARISCgpwYWdlX3Rva2VuGAMgASgJQgwKCl9wYWdlX3NpemUiYgoWTGlzdENhdGVnb3JpZXNSZXNwb25zZRIvCgpjYXRlZ29yaWVzGAEgAygLMhsucmVwbGF5LnNlcnZlcnMudjEuQ2F0ZWdvcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJMqYLChRJZGVudGl0eUFkbWluU2VydmljZRJhCgxDcmVhdGVUZW5hbnQSJy5yZXBsYXkuaWRlbnRpdHkudjEuQ3JlYXRlVGVuYW50UmVxdWVzdBooLnJlcGxheS5pZGVudGl0eS52MS5DcmVhdGVUZW5hbnRSZXNwb25zZRJmCgxVcGRhdGVUZW5hbnQSJy5yZXBsYXkuaWRlbnRpdHkudjEuVXBkYXRlVGVuYW50UmVxdWVzdBooLnJlcGxheS5pZGVudGl0eS52MS5VcGRhdGVUZW5hbnRSZXNwb25zZSIDkAICEl0KCUdldFRlbmFudBIkLnJlcGxheS5pZGVudGl0eS52MS5HZXRUZW5hbnRSZXF1ZXN0GiUucmVwbGF5LmlkZW50aXR5LnYxLkdldFRlbmFudFJlc3BvbnNlIgOQAgESYwoLTGlzdFRlbmFudHMSJi5yZXBsYXkuaWRlbnRpdHkudjEuTGlzdFRlbmFudHNSZXF1ZXN0GicucmVwbGF5LmlkZW50aXR5LnYxLkxpc3RUZW5hbnRzUmVzcG9uc2UiA5ACARJYCglBZGRNZW1iZXISJC5yZXBsYXkuaWRlbnRpdHkudjEuQWRkTWVtYmVyUmVxdWVzdBolLnJlcGxheS5pZGVudGl0eS52MS5BZGRNZW1iZXJSZXNwb25zZRJmCgxVcGRhdGVNZW1iZXISJy5yZXBsYXkuaWRlbnRpdHkudjEuVXBkYXRlTWVtYmVyUmVxdWVzdBooLnJlcGxheS5pZGVudGl0eS52MS5VcGRhdGVNZW1iZXJSZXNwb25zZSIDkAICEmYKDFJlbW92ZU1lbWJlchInLnJlcGxheS5pZGVudGl0eS52MS5SZW1vdmVNZW1iZXJSZXF1ZXN0GigucmVwbGF5LmlkZW50aXR5LnYxLlJlbW92ZU1lbWJlclJlc3BvbnNlIgOQAgISYwoLR3JhbnRNZW1iZXISJi5yZXBsYXkuaWRlbnRpdHkudjEuR3JhbnRNZW1iZXJSZXF1ZXN0GicucmVwbGF5LmlkZW50aXR5LnYxLkdyYW50TWVtYmVyUmVzcG9uc2UiA5ACAhJjCgtMaXN0TWVtYmVycxImLnJlcGxheS5pZGVudGl0eS52MS5MaXN0TWVtYmVyc1JlcXVlc3QaJy5yZXBsYXkuaWRlbnRpdHkudjEuTGlzdE1lbWJlcnNSZXNwb25zZSIDkAIBEmEKDENyZWF0ZUFwaUtleRInLnJlcGxheS5pZGVudGl0eS52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GigucmVwbGF5LmlkZW50aXR5LnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlEmYKDFJldm9rZUFwaUtleRInLnJlcGxheS5pZGVudGl0eS52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GigucmVwbGF5LmlkZW50aXR5LnYxLlJldm9rZUFwaUtleVJlc3BvbnNlIgOQAgISYwoLTGlzdEFwaUtleXMSJi5yZXBsYXkuaWRlbnRpdHkudjEuTGlzdEFwaUtleXNSZXF1ZXN0GicucmVwbGF5LmlkZW50aXR5LnYxLkxpc3RBcGlLZXlzUmVzcG9uc2UiA5ACARJtChBDcmVhdGVTaWduaW5nS2V5EisucmVwbGF5LmlkZW50aXR5LnYxLkNyZWF0ZVNpZ25pbmdLZXlSZXF1ZXN0GiwucmVwbGF5LmlkZW50aXR5LnYxLkNyZWF0ZVNpZ25pbmdLZXlSZXNwb25zZRJsCg5MaXN0Q2F0ZWdvcmllcxIpLnJlcGxheS5pZGVudGl0eS52MS5MaXN0Q2F0ZWdvcmllc1JlcXVlc3QaKi5yZXBsYXkuaWRlbnRpdHkudjEuTGlzdENhdGVnb3JpZXNSZXNwb25zZSIDkAIBYgZwcm90bzM", [file_google_protobuf_timestamp, file_replay_common_v1_common, file_replay_servers_v1_servers]);
 
 /**
  * Tenant is one customer workspace with its plan and usage.
@@ -75,6 +79,13 @@ export type Tenant = Message<"replay.identity.v1.Tenant"> & {
    * @generated from field: int32 rate_limit_burst = 8;
    */
   rateLimitBurst: number;
+
+  /**
+   * When the tenant was created.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 9;
+   */
+  createdAt?: Timestamp | undefined;
 };
 
 /**
@@ -83,6 +94,118 @@ export type Tenant = Message<"replay.identity.v1.Tenant"> & {
  */
 export const TenantSchema: GenMessage<Tenant> = /*@__PURE__*/
   messageDesc(file_replay_identity_v1_admin, 0);
+
+/**
+ * Member is one person of a tenant, as API keys bound to it act.
+ *
+ * @generated from message replay.identity.v1.Member
+ */
+export type Member = Message<"replay.identity.v1.Member"> & {
+  /**
+   * The member id (UUID).
+   *
+   * @generated from field: string member_id = 1;
+   */
+  memberId: string;
+
+  /**
+   * The member's role.
+   *
+   * @generated from field: replay.common.v1.MemberRole role = 2;
+   */
+  role: MemberRole;
+
+  /**
+   * Whether the member holds the instance-settings permission.
+   *
+   * @generated from field: bool instance_settings = 3;
+   */
+  instanceSettings: boolean;
+
+  /**
+   * When the member was added.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 4;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When the member was removed. Unset while the member is not removed.
+   *
+   * @generated from field: google.protobuf.Timestamp removed_at = 5;
+   */
+  removedAt?: Timestamp | undefined;
+
+  /**
+   * The categories the member was granted (GrantMember), in id order; empty if none.
+   *
+   * @generated from field: repeated string granted_category_ids = 6;
+   */
+  grantedCategoryIds: string[];
+
+  /**
+   * The servers the member was granted (GrantMember), in id order; empty if none.
+   *
+   * @generated from field: repeated string granted_server_ids = 7;
+   */
+  grantedServerIds: string[];
+};
+
+/**
+ * Describes the message replay.identity.v1.Member.
+ * Use `create(MemberSchema)` to create a new message.
+ */
+export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
+  messageDesc(file_replay_identity_v1_admin, 1);
+
+/**
+ * ApiKey describes a bearer API key; the key itself is shown only when minted and never listed.
+ *
+ * @generated from message replay.identity.v1.ApiKey
+ */
+export type ApiKey = Message<"replay.identity.v1.ApiKey"> & {
+  /**
+   * The key's id, for revocation.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * The key's scopes, in the order they were given.
+   *
+   * @generated from field: repeated string scopes = 2;
+   */
+  scopes: string[];
+
+  /**
+   * The member the key is bound to. Empty for a key from before member binding.
+   *
+   * @generated from field: string member_id = 3;
+   */
+  memberId: string;
+
+  /**
+   * When the key was minted.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 4;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When the key was revoked. Unset while the key is live.
+   *
+   * @generated from field: google.protobuf.Timestamp revoked_at = 5;
+   */
+  revokedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message replay.identity.v1.ApiKey.
+ * Use `create(ApiKeySchema)` to create a new message.
+ */
+export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
+  messageDesc(file_replay_identity_v1_admin, 2);
 
 /**
  * CreateTenantRequest describes a new tenant; unset fields take the plan defaults.
@@ -131,7 +254,7 @@ export type CreateTenantRequest = Message<"replay.identity.v1.CreateTenantReques
  * Use `create(CreateTenantRequestSchema)` to create a new message.
  */
 export const CreateTenantRequestSchema: GenMessage<CreateTenantRequest> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 1);
+  messageDesc(file_replay_identity_v1_admin, 3);
 
 /**
  * CreateTenantResponse holds the created tenant's id.
@@ -152,7 +275,7 @@ export type CreateTenantResponse = Message<"replay.identity.v1.CreateTenantRespo
  * Use `create(CreateTenantResponseSchema)` to create a new message.
  */
 export const CreateTenantResponseSchema: GenMessage<CreateTenantResponse> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 2);
+  messageDesc(file_replay_identity_v1_admin, 4);
 
 /**
  * UpdateTenantRequest changes the set fields of a tenant.
@@ -208,7 +331,7 @@ export type UpdateTenantRequest = Message<"replay.identity.v1.UpdateTenantReques
  * Use `create(UpdateTenantRequestSchema)` to create a new message.
  */
 export const UpdateTenantRequestSchema: GenMessage<UpdateTenantRequest> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 3);
+  messageDesc(file_replay_identity_v1_admin, 5);
 
 /**
  * UpdateTenantResponse holds the changed tenant's id.
@@ -229,7 +352,7 @@ export type UpdateTenantResponse = Message<"replay.identity.v1.UpdateTenantRespo
  * Use `create(UpdateTenantResponseSchema)` to create a new message.
  */
 export const UpdateTenantResponseSchema: GenMessage<UpdateTenantResponse> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 4);
+  messageDesc(file_replay_identity_v1_admin, 6);
 
 /**
  * GetTenantRequest names a tenant.
@@ -250,7 +373,7 @@ export type GetTenantRequest = Message<"replay.identity.v1.GetTenantRequest"> & 
  * Use `create(GetTenantRequestSchema)` to create a new message.
  */
 export const GetTenantRequestSchema: GenMessage<GetTenantRequest> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 5);
+  messageDesc(file_replay_identity_v1_admin, 7);
 
 /**
  * GetTenantResponse holds the tenant with its usage.
@@ -271,7 +394,65 @@ export type GetTenantResponse = Message<"replay.identity.v1.GetTenantResponse"> 
  * Use `create(GetTenantResponseSchema)` to create a new message.
  */
 export const GetTenantResponseSchema: GenMessage<GetTenantResponse> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 6);
+  messageDesc(file_replay_identity_v1_admin, 8);
+
+/**
+ * ListTenantsRequest asks for one page of tenants.
+ *
+ * @generated from message replay.identity.v1.ListTenantsRequest
+ */
+export type ListTenantsRequest = Message<"replay.identity.v1.ListTenantsRequest"> & {
+  /**
+   * The page size, 1 to 100. If unset, 20. A set value outside 1 to 100 (0 included) fails with
+   * INVALID_PAGE_SIZE.
+   *
+   * @generated from field: optional int32 page_size = 1;
+   */
+  pageSize?: number | undefined;
+
+  /**
+   * The next_page_token of a previous response. If empty, the first page. Anything else fails
+   * with INVALID_PAGE_TOKEN.
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message replay.identity.v1.ListTenantsRequest.
+ * Use `create(ListTenantsRequestSchema)` to create a new message.
+ */
+export const ListTenantsRequestSchema: GenMessage<ListTenantsRequest> = /*@__PURE__*/
+  messageDesc(file_replay_identity_v1_admin, 9);
+
+/**
+ * ListTenantsResponse is one page of tenants.
+ *
+ * @generated from message replay.identity.v1.ListTenantsResponse
+ */
+export type ListTenantsResponse = Message<"replay.identity.v1.ListTenantsResponse"> & {
+  /**
+   * The tenants of this page, oldest first, then by id; servers_used and storage_used_bytes are 0.
+   *
+   * @generated from field: repeated replay.identity.v1.Tenant tenants = 1;
+   */
+  tenants: Tenant[];
+
+  /**
+   * An opaque token for the next page. Empty exactly when no tenant follows this page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message replay.identity.v1.ListTenantsResponse.
+ * Use `create(ListTenantsResponseSchema)` to create a new message.
+ */
+export const ListTenantsResponseSchema: GenMessage<ListTenantsResponse> = /*@__PURE__*/
+  messageDesc(file_replay_identity_v1_admin, 10);
 
 /**
  * AddMemberRequest describes a new member.
@@ -306,7 +487,7 @@ export type AddMemberRequest = Message<"replay.identity.v1.AddMemberRequest"> & 
  * Use `create(AddMemberRequestSchema)` to create a new message.
  */
 export const AddMemberRequestSchema: GenMessage<AddMemberRequest> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 7);
+  messageDesc(file_replay_identity_v1_admin, 11);
 
 /**
  * AddMemberResponse holds the new member's id.
@@ -327,7 +508,7 @@ export type AddMemberResponse = Message<"replay.identity.v1.AddMemberResponse"> 
  * Use `create(AddMemberResponseSchema)` to create a new message.
  */
 export const AddMemberResponseSchema: GenMessage<AddMemberResponse> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 8);
+  messageDesc(file_replay_identity_v1_admin, 12);
 
 /**
  * UpdateMemberRequest changes the set fields of a member.
@@ -362,7 +543,7 @@ export type UpdateMemberRequest = Message<"replay.identity.v1.UpdateMemberReques
  * Use `create(UpdateMemberRequestSchema)` to create a new message.
  */
 export const UpdateMemberRequestSchema: GenMessage<UpdateMemberRequest> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 9);
+  messageDesc(file_replay_identity_v1_admin, 13);
 
 /**
  * UpdateMemberResponse holds the member's id.
@@ -383,7 +564,7 @@ export type UpdateMemberResponse = Message<"replay.identity.v1.UpdateMemberRespo
  * Use `create(UpdateMemberResponseSchema)` to create a new message.
  */
 export const UpdateMemberResponseSchema: GenMessage<UpdateMemberResponse> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 10);
+  messageDesc(file_replay_identity_v1_admin, 14);
 
 /**
  * RemoveMemberRequest names the member to remove.
@@ -404,7 +585,7 @@ export type RemoveMemberRequest = Message<"replay.identity.v1.RemoveMemberReques
  * Use `create(RemoveMemberRequestSchema)` to create a new message.
  */
 export const RemoveMemberRequestSchema: GenMessage<RemoveMemberRequest> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 11);
+  messageDesc(file_replay_identity_v1_admin, 15);
 
 /**
  * RemoveMemberResponse holds the removed member's id.
@@ -425,7 +606,7 @@ export type RemoveMemberResponse = Message<"replay.identity.v1.RemoveMemberRespo
  * Use `create(RemoveMemberResponseSchema)` to create a new message.
  */
 export const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 12);
+  messageDesc(file_replay_identity_v1_admin, 16);
 
 /**
  * GrantMemberRequest grants one category or one server; exactly one of the two is set.
@@ -460,7 +641,7 @@ export type GrantMemberRequest = Message<"replay.identity.v1.GrantMemberRequest"
  * Use `create(GrantMemberRequestSchema)` to create a new message.
  */
 export const GrantMemberRequestSchema: GenMessage<GrantMemberRequest> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 13);
+  messageDesc(file_replay_identity_v1_admin, 17);
 
 /**
  * GrantMemberResponse holds the member's id.
@@ -481,7 +662,72 @@ export type GrantMemberResponse = Message<"replay.identity.v1.GrantMemberRespons
  * Use `create(GrantMemberResponseSchema)` to create a new message.
  */
 export const GrantMemberResponseSchema: GenMessage<GrantMemberResponse> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 14);
+  messageDesc(file_replay_identity_v1_admin, 18);
+
+/**
+ * ListMembersRequest asks for one page of a tenant's members.
+ *
+ * @generated from message replay.identity.v1.ListMembersRequest
+ */
+export type ListMembersRequest = Message<"replay.identity.v1.ListMembersRequest"> & {
+  /**
+   * The tenant whose members to list.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The page size, 1 to 100. If unset, 20. A set value outside 1 to 100 (0 included) fails with
+   * INVALID_PAGE_SIZE.
+   *
+   * @generated from field: optional int32 page_size = 2;
+   */
+  pageSize?: number | undefined;
+
+  /**
+   * The next_page_token of a previous response for this tenant. If empty, the first page.
+   * Anything else fails with INVALID_PAGE_TOKEN.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message replay.identity.v1.ListMembersRequest.
+ * Use `create(ListMembersRequestSchema)` to create a new message.
+ */
+export const ListMembersRequestSchema: GenMessage<ListMembersRequest> = /*@__PURE__*/
+  messageDesc(file_replay_identity_v1_admin, 19);
+
+/**
+ * ListMembersResponse is one page of a tenant's members.
+ *
+ * @generated from message replay.identity.v1.ListMembersResponse
+ */
+export type ListMembersResponse = Message<"replay.identity.v1.ListMembersResponse"> & {
+  /**
+   * The members of this page, oldest first, then by id.
+   *
+   * @generated from field: repeated replay.identity.v1.Member members = 1;
+   */
+  members: Member[];
+
+  /**
+   * An opaque token for the next page. Empty exactly when no member follows this page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message replay.identity.v1.ListMembersResponse.
+ * Use `create(ListMembersResponseSchema)` to create a new message.
+ */
+export const ListMembersResponseSchema: GenMessage<ListMembersResponse> = /*@__PURE__*/
+  messageDesc(file_replay_identity_v1_admin, 20);
 
 /**
  * CreateApiKeyRequest describes a new API key.
@@ -518,7 +764,7 @@ export type CreateApiKeyRequest = Message<"replay.identity.v1.CreateApiKeyReques
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 15);
+  messageDesc(file_replay_identity_v1_admin, 21);
 
 /**
  * CreateApiKeyResponse holds the key, shown only this once.
@@ -546,7 +792,7 @@ export type CreateApiKeyResponse = Message<"replay.identity.v1.CreateApiKeyRespo
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 16);
+  messageDesc(file_replay_identity_v1_admin, 22);
 
 /**
  * RevokeApiKeyRequest names the key to revoke.
@@ -567,7 +813,7 @@ export type RevokeApiKeyRequest = Message<"replay.identity.v1.RevokeApiKeyReques
  * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
  */
 export const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 17);
+  messageDesc(file_replay_identity_v1_admin, 23);
 
 /**
  * RevokeApiKeyResponse holds the revoked key's id.
@@ -588,7 +834,72 @@ export type RevokeApiKeyResponse = Message<"replay.identity.v1.RevokeApiKeyRespo
  * Use `create(RevokeApiKeyResponseSchema)` to create a new message.
  */
 export const RevokeApiKeyResponseSchema: GenMessage<RevokeApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 18);
+  messageDesc(file_replay_identity_v1_admin, 24);
+
+/**
+ * ListApiKeysRequest asks for one page of a tenant's API keys.
+ *
+ * @generated from message replay.identity.v1.ListApiKeysRequest
+ */
+export type ListApiKeysRequest = Message<"replay.identity.v1.ListApiKeysRequest"> & {
+  /**
+   * The tenant whose keys to list.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The page size, 1 to 100. If unset, 20. A set value outside 1 to 100 (0 included) fails with
+   * INVALID_PAGE_SIZE.
+   *
+   * @generated from field: optional int32 page_size = 2;
+   */
+  pageSize?: number | undefined;
+
+  /**
+   * The next_page_token of a previous response for this tenant. If empty, the first page.
+   * Anything else fails with INVALID_PAGE_TOKEN.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message replay.identity.v1.ListApiKeysRequest.
+ * Use `create(ListApiKeysRequestSchema)` to create a new message.
+ */
+export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
+  messageDesc(file_replay_identity_v1_admin, 25);
+
+/**
+ * ListApiKeysResponse is one page of a tenant's API keys.
+ *
+ * @generated from message replay.identity.v1.ListApiKeysResponse
+ */
+export type ListApiKeysResponse = Message<"replay.identity.v1.ListApiKeysResponse"> & {
+  /**
+   * The keys of this page, oldest first, then by id.
+   *
+   * @generated from field: repeated replay.identity.v1.ApiKey keys = 1;
+   */
+  keys: ApiKey[];
+
+  /**
+   * An opaque token for the next page. Empty exactly when no key follows this page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message replay.identity.v1.ListApiKeysResponse.
+ * Use `create(ListApiKeysResponseSchema)` to create a new message.
+ */
+export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
+  messageDesc(file_replay_identity_v1_admin, 26);
 
 /**
  * CreateSigningKeyRequest names the tenant of a new signing key.
@@ -609,7 +920,7 @@ export type CreateSigningKeyRequest = Message<"replay.identity.v1.CreateSigningK
  * Use `create(CreateSigningKeyRequestSchema)` to create a new message.
  */
 export const CreateSigningKeyRequestSchema: GenMessage<CreateSigningKeyRequest> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 19);
+  messageDesc(file_replay_identity_v1_admin, 27);
 
 /**
  * CreateSigningKeyResponse holds the signing key, shown only this once.
@@ -637,14 +948,80 @@ export type CreateSigningKeyResponse = Message<"replay.identity.v1.CreateSigning
  * Use `create(CreateSigningKeyResponseSchema)` to create a new message.
  */
 export const CreateSigningKeyResponseSchema: GenMessage<CreateSigningKeyResponse> = /*@__PURE__*/
-  messageDesc(file_replay_identity_v1_admin, 20);
+  messageDesc(file_replay_identity_v1_admin, 28);
+
+/**
+ * ListCategoriesRequest asks for one page of a tenant's categories.
+ *
+ * @generated from message replay.identity.v1.ListCategoriesRequest
+ */
+export type ListCategoriesRequest = Message<"replay.identity.v1.ListCategoriesRequest"> & {
+  /**
+   * The tenant whose categories to list.
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * The page size, 1 to 100. If unset, 20. A set value outside 1 to 100 (0 included) fails with
+   * INVALID_PAGE_SIZE.
+   *
+   * @generated from field: optional int32 page_size = 2;
+   */
+  pageSize?: number | undefined;
+
+  /**
+   * The next_page_token of a previous response for this tenant. If empty, the first page.
+   * Anything else fails with INVALID_PAGE_TOKEN.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message replay.identity.v1.ListCategoriesRequest.
+ * Use `create(ListCategoriesRequestSchema)` to create a new message.
+ */
+export const ListCategoriesRequestSchema: GenMessage<ListCategoriesRequest> = /*@__PURE__*/
+  messageDesc(file_replay_identity_v1_admin, 29);
+
+/**
+ * ListCategoriesResponse is one page of a tenant's categories.
+ *
+ * @generated from message replay.identity.v1.ListCategoriesResponse
+ */
+export type ListCategoriesResponse = Message<"replay.identity.v1.ListCategoriesResponse"> & {
+  /**
+   * The categories of this page, oldest first, then by id.
+   *
+   * @generated from field: repeated replay.servers.v1.Category categories = 1;
+   */
+  categories: Category[];
+
+  /**
+   * An opaque token for the next page. Empty exactly when no category follows this page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message replay.identity.v1.ListCategoriesResponse.
+ * Use `create(ListCategoriesResponseSchema)` to create a new message.
+ */
+export const ListCategoriesResponseSchema: GenMessage<ListCategoriesResponse> = /*@__PURE__*/
+  messageDesc(file_replay_identity_v1_admin, 30);
 
 /**
  * IdentityAdminService is the gateway's internal admin API, served on INTERNAL_PORT only: it is what
  * the dashboard panel does for tenants, members, API keys and signing keys, and what replayctl
  * drives. Tenants, members and keys are the resources of this API, so their ids are request
  * fields here. Secrets are returned once, when minted, and stored only as hashes (API keys) or
- * for verification (signing keys).
+ * for verification (signing keys); no list returns them. The List RPCs page with page_size (1 to
+ * 100, 20 if unset) and opaque page tokens, oldest first, then by id.
  *
  * @generated from service replay.identity.v1.IdentityAdminService
  */
@@ -679,6 +1056,17 @@ export const IdentityAdminService: GenService<{
     methodKind: "unary";
     input: typeof GetTenantRequestSchema;
     output: typeof GetTenantResponseSchema;
+  },
+  /**
+   * ListTenants lists every tenant's plan a page at a time, oldest first, then by id; the usage
+   * fields are not filled (GetTenant has them). Fails with INVALID_PAGE_SIZE or INVALID_PAGE_TOKEN.
+   *
+   * @generated from rpc replay.identity.v1.IdentityAdminService.ListTenants
+   */
+  listTenants: {
+    methodKind: "unary";
+    input: typeof ListTenantsRequestSchema;
+    output: typeof ListTenantsResponseSchema;
   },
   /**
    * AddMember adds a member to a tenant. Fails with TENANT_NOT_FOUND or INVALID_ARGUMENT.
@@ -724,6 +1112,18 @@ export const IdentityAdminService: GenService<{
     output: typeof GrantMemberResponseSchema;
   },
   /**
+   * ListMembers lists a tenant's members, removed ones included, with their grants. Fails with
+   * INVALID_ARGUMENT (a tenant_id that is not a UUID), INVALID_PAGE_SIZE, TENANT_NOT_FOUND or
+   * INVALID_PAGE_TOKEN.
+   *
+   * @generated from rpc replay.identity.v1.IdentityAdminService.ListMembers
+   */
+  listMembers: {
+    methodKind: "unary";
+    input: typeof ListMembersRequestSchema;
+    output: typeof ListMembersResponseSchema;
+  },
+  /**
    * CreateApiKey mints a bearer API key with scopes, bound to a member when member_id is set.
    * Fails with TENANT_NOT_FOUND, MEMBER_NOT_FOUND or INVALID_ARGUMENT.
    *
@@ -745,6 +1145,17 @@ export const IdentityAdminService: GenService<{
     output: typeof RevokeApiKeyResponseSchema;
   },
   /**
+   * ListApiKeys lists a tenant's API keys, revoked ones included, without the keys themselves or
+   * their hashes. Fails like ListMembers.
+   *
+   * @generated from rpc replay.identity.v1.IdentityAdminService.ListApiKeys
+   */
+  listApiKeys: {
+    methodKind: "unary";
+    input: typeof ListApiKeysRequestSchema;
+    output: typeof ListApiKeysResponseSchema;
+  },
+  /**
    * CreateSigningKey mints a request-signing key (kid and secret). Fails with TENANT_NOT_FOUND.
    *
    * @generated from rpc replay.identity.v1.IdentityAdminService.CreateSigningKey
@@ -753,6 +1164,17 @@ export const IdentityAdminService: GenService<{
     methodKind: "unary";
     input: typeof CreateSigningKeyRequestSchema;
     output: typeof CreateSigningKeyResponseSchema;
+  },
+  /**
+   * ListCategories lists a tenant's categories of servers, as the servers service holds them.
+   * Fails like ListMembers.
+   *
+   * @generated from rpc replay.identity.v1.IdentityAdminService.ListCategories
+   */
+  listCategories: {
+    methodKind: "unary";
+    input: typeof ListCategoriesRequestSchema;
+    output: typeof ListCategoriesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_replay_identity_v1_admin, 0);
