@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-import { createConnectTransport } from "@connectrpc/connect-node";
-import { internalTokenInterceptor } from "../lib/rpc/internal-token.js";
+import { internalTokenHeaders } from "../lib/rpc/internal-token.js";
+import { createLeanTransport } from "../lib/rpc/lean-transport.js";
 import { createClients } from "./command.js";
 import { helpText, parseCommandLine, runCommand } from "./commands.js";
 import { type CallContext, failureOf, usageError } from "./output.js";
@@ -25,6 +25,7 @@ function baseUrlOf(raw: string | undefined): string {
 
 async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   const call: CallContext = { command: argv.slice(0, 2).join(" "), baseUrl: env.REPLAYCTL_URL ?? DEFAULT_URL };
+  let closeTransport = async () => {};
   try {
     const invocation = parseCommandLine(argv);
     if (invocation.kind === "help") {
@@ -33,18 +34,14 @@ async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<nu
     }
     call.command = invocation.name;
     call.baseUrl = baseUrlOf(env.REPLAYCTL_URL);
-    // The one HTTP/2 session must not hold the process open once the call is done. connect-node
-    // unrefs an idle session and its timers, so the event loop empties as soon as the answer is
-    // read. Aborting the session explicitly instead can make node's http2 raise an unhandled
-    // 'error' when the peer broke the protocol (for example a plain HTTP/1 server on the port).
-    const transport = createConnectTransport({
+    const transport = createLeanTransport({
       baseUrl: call.baseUrl,
-      httpVersion: "2",
-      idleConnectionTimeoutMs: 1_000,
       defaultTimeoutMs: CALL_TIMEOUT_MS,
       // REPLAYCTL_TOKEN: the system's INTERNAL_TOKEN, which it requires when it listens beyond loopback.
-      interceptors: env.REPLAYCTL_TOKEN ? [internalTokenInterceptor(env.REPLAYCTL_TOKEN)] : [],
+      headers: internalTokenHeaders(env.REPLAYCTL_TOKEN || undefined),
     });
+    // The keep-alive connection must not hold the process open once the answer is read.
+    closeTransport = () => transport.close();
     const output = await runCommand(invocation, createClients(transport));
     process.stdout.write(`${JSON.stringify(output)}\n`);
     return 0;
@@ -52,6 +49,8 @@ async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<nu
     const { problem, exitCode } = failureOf(err, call);
     process.stderr.write(`${JSON.stringify(problem)}\n`);
     return exitCode;
+  } finally {
+    await closeTransport();
   }
 }
 

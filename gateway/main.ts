@@ -154,7 +154,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
       await Promise.all([app.close(), admin.close()]);
       await stopRevocations();
       await Promise.all([nonceSweep.stop(), relay.stop(), retention.stop()]);
-      await db.close();
+      await Promise.all([db.close(), pool.close()]);
     },
   };
 }

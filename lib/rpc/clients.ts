@@ -1,32 +1,29 @@
 import type { Transport } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
-import { internalTokenInterceptor } from "./internal-token.js";
+import { internalTokenHeaders } from "./internal-token.js";
+import { createLeanTransport, type LeanTransport } from "./lean-transport.js";
 
 /**
- * One HTTP/2 transport per backend address, shared by every client of that backend, so that
- * calls multiplex over one connection instead of opening one per client.
+ * One transport per backend address, shared by every client of that backend: the lean Connect
+ * transport, whose keep-alive connections to the backend are reused from call to call.
  */
-export function createTransportPool(options: { token?: string } = {}): { transport(baseUrl: string): Transport } {
-  const interceptors = options.token ? [internalTokenInterceptor(options.token)] : [];
-  const transports = new Map<string, Transport>();
+export function createTransportPool(options: { token?: string } = {}): {
+  transport(baseUrl: string): Transport;
+  close(): Promise<void>;
+} {
+  const headers = internalTokenHeaders(options.token);
+  const transports = new Map<string, LeanTransport>();
   return {
     transport(baseUrl) {
       let transport = transports.get(baseUrl);
       if (!transport) {
-        transport = createConnectTransport({
-          baseUrl,
-          httpVersion: "2",
-          useBinaryFormat: true,
-          interceptors,
-          // In-cluster calls: no gzip (see createRpcServer).
-          acceptCompression: [],
-          // Keeps idle connections warm and notices a dead peer instead of hanging on it.
-          pingIntervalMs: 30_000,
-          idleConnectionTimeoutMs: 60_000,
-        });
+        transport = createLeanTransport({ baseUrl, headers });
         transports.set(baseUrl, transport);
       }
       return transport;
+    },
+    async close() {
+      await Promise.all([...transports.values()].map((t) => t.close()));
+      transports.clear();
     },
   };
 }

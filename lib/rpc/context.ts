@@ -2,6 +2,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { type ContextValues, createContextKey, createContextValues, type HandlerContext } from "@connectrpc/connect";
 import { type Actor, ActorSchema } from "../../gen/replay/common/v1/common_pb.js";
 import { DomainError } from "../errors.js";
+import { headerValue } from "./http-exchange.js";
 
 /**
  * Trusted request context. The gateway (or replayctl on the internal port) sets these headers on
@@ -20,18 +21,14 @@ export const kRequestId = createContextKey<string | undefined>(undefined, { desc
 
 type HeaderSource = { headers: Record<string, string | string[] | undefined> };
 
-function first(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
-}
-
 /** Reads the trusted context headers of an incoming RPC (the node adapter's contextValues hook). */
 export function readTrustedContext(req: HeaderSource): ContextValues {
   const values = createContextValues();
-  const tenant = first(req.headers[contextHeaders.tenant]);
+  const tenant = headerValue(req.headers[contextHeaders.tenant]);
   if (tenant) values.set(kTenant, tenant);
-  const actor = first(req.headers[contextHeaders.actor]);
+  const actor = headerValue(req.headers[contextHeaders.actor]);
   if (actor) values.set(kActor, fromBinary(ActorSchema, Buffer.from(actor, "base64")));
-  const requestId = first(req.headers[contextHeaders.requestId]);
+  const requestId = headerValue(req.headers[contextHeaders.requestId]);
   if (requestId) values.set(kRequestId, requestId);
   return values;
 }

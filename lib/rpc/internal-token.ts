@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Interceptor } from "@connectrpc/connect";
+import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 
 /**
  * The shared secret of the internal network (INTERNAL_TOKEN): the gateway, replayctl
@@ -48,20 +48,19 @@ const MESSAGE = "this internal endpoint needs the internal token (authorization:
  * gRPC and gRPC-Web as a trailers-only response (grpc-status 16), Connect as HTTP 401 with a
  * Connect error body, which every Connect client maps to `unauthenticated`.
  */
-export function refuseUnauthenticated(req: Http2ServerRequest, res: Http2ServerResponse): void {
+export function refuseUnauthenticated(req: HttpRequest, res: HttpResponse): void {
   const contentType = req.headers["content-type"] ?? "";
   // The request body is not wanted; let the stream end without reading it.
   req.resume();
   if (contentType.startsWith("application/grpc")) {
-    res.stream.respond(
-      {
-        ":status": 200,
-        "content-type": contentType.split(";")[0] as string,
-        "grpc-status": "16",
-        "grpc-message": encodeURIComponent(MESSAGE),
-      },
-      { endStream: true },
-    );
+    const status = {
+      "content-type": contentType.split(";")[0] as string,
+      "grpc-status": "16",
+      "grpc-message": encodeURIComponent(MESSAGE),
+    };
+    // HTTP/2: trailers-only, the status in the one HEADERS frame that ends the stream.
+    if ("stream" in res) res.stream.respond({ ":status": 200, ...status }, { endStream: true });
+    else res.writeHead(200, status).end();
     return;
   }
   res.writeHead(401, { "content-type": "application/json" });

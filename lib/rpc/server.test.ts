@@ -10,7 +10,8 @@ import {
   RecorderService,
 } from "../../gen/replay/servers/v1/recorder_pb.js";
 import { createHealthService } from "./health.js";
-import { internalTokenInterceptor } from "./internal-token.js";
+import { internalTokenHeaders, internalTokenInterceptor } from "./internal-token.js";
+import { createLeanTransport } from "./lean-transport.js";
 import { createRpcServer, type RpcServer } from "./server.js";
 
 const TOKEN = "t".repeat(40);
@@ -96,6 +97,10 @@ describe("the internal token (INTERNAL_TOKEN)", () => {
         }),
     ],
     [
+      "lean Connect (HTTP/1.1)",
+      (baseUrl, token) => createLeanTransport({ baseUrl, headers: internalTokenHeaders(token) }),
+    ],
+    [
       "gRPC",
       (baseUrl, token) =>
         createGrpcTransport({ baseUrl, interceptors: token ? [internalTokenInterceptor(token)] : [] }),
@@ -137,7 +142,7 @@ describe("the internal token (INTERNAL_TOKEN)", () => {
   });
 
   it("leaves grpc.health.v1 open, for probes that cannot send headers", async () => {
-    const health = createClient(Health, transports[1]?.[1](h.server.url) as Transport);
+    const health = createClient(Health, transports[2]?.[1](h.server.url) as Transport);
     expect((await health.check({ service: "" })).status).toBe(1);
   });
 });

@@ -1,4 +1,3 @@
-import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
@@ -6,7 +5,11 @@ import { logger } from "../log.js";
 import { boundUrl } from "./bound-url.js";
 import { readTrustedContext } from "./context.js";
 import { errorInterceptor } from "./errors.js";
+import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 import { isAdmitted, refuseUnauthenticated } from "./internal-token.js";
+import { createLeanHandler } from "./lean-handler.js";
+import { createDualListener } from "./listener.js";
+import { collectUnaryRoutes, type UnaryRoute } from "./unary-routes.js";
 
 const log = logger("lib:rpc:server");
 
@@ -31,62 +34,58 @@ export type RpcServerOptions = {
 };
 
 /**
- * Serves Connect, gRPC and gRPC-Web on HTTP/2 cleartext (h2c), the way recorder infrastructure
- * (stock gRPC clients) and the gateway (Connect) both reach a service. Every handler runs behind
- * the error interceptor and sees the trusted context (tenant, actor, request id).
+ * Serves Connect, gRPC and gRPC-Web on one port, over HTTP/1.1 and HTTP/2 cleartext (h2c): the
+ * gateway and replayctl call it in the Connect protocol over HTTP/1.1 keep-alive, recorder
+ * infrastructure with stock gRPC clients over h2c. Unary calls take the lean path (lean-handler.ts);
+ * streams and anything else go to connect-node. Every handler runs behind the error interceptor
+ * and sees the trusted context (tenant, actor, request id).
  */
 export async function createRpcServer(options: RpcServerOptions): Promise<RpcServer> {
+  const interceptors = [errorInterceptor, ...(options.interceptors ?? [])];
+  let unaryRoutes: ReadonlyMap<string, UnaryRoute> = new Map();
   // No shutdownSignal: connect-node links one listener per in-flight call to it (past ten calls,
-  // a MaxListenersExceededWarning). Destroying the sessions after the grace period aborts every
+  // a MaxListenersExceededWarning). Destroying the connections after the grace period aborts every
   // call's own signal just the same.
   const adapter = connectNodeAdapter({
-    routes: options.routes,
-    interceptors: [errorInterceptor, ...(options.interceptors ?? [])],
+    routes: (router) => {
+      unaryRoutes = collectUnaryRoutes(router, options.routes);
+    },
+    interceptors,
     contextValues: readTrustedContext,
-    // Requests to services are small; anything larger is a bug or abuse.
-    readMaxBytes: 4 * 1024 * 1024,
+    readMaxBytes: READ_MAX_BYTES,
     // Calls stay inside the cluster, where gzip costs more CPU than the bytes it saves: it was the
     // largest single cost of a servers list in the gateway benchmark (11% and 20% of the two processes).
     acceptCompression: [],
   });
-  const token = options.token;
-  const handler: typeof adapter = token
-    ? (req, res) => {
-        if (isAdmitted(req.url, req.headers, token)) return adapter(req, res);
-        refuseUnauthenticated(req as http2.Http2ServerRequest, res as http2.Http2ServerResponse);
-      }
-    : adapter;
-  const server = http2.createServer(handler);
-  const sessions = new Set<http2.ServerHttp2Session>();
-  server.on("session", (session) => {
-    sessions.add(session);
-    session.on("close", () => sessions.delete(session));
+  const lean = createLeanHandler(unaryRoutes, {
+    interceptors,
+    contextValues: readTrustedContext,
+    readMaxBytes: READ_MAX_BYTES,
   });
+  const token = options.token;
+  const handle = (req: HttpRequest, res: HttpResponse) => {
+    if (token !== undefined && !isAdmitted(req.url, req.headers, token)) return refuseUnauthenticated(req, res);
+    if (!lean(req, res)) void adapter(req as never, res as never);
+  };
+  const listener = createDualListener(handle, handle);
   const host = options.host ?? "127.0.0.1";
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port, host, () => {
-      server.off("error", reject);
+    listener.server.once("error", reject);
+    listener.server.listen(options.port, host, () => {
+      listener.server.off("error", reject);
       resolve();
     });
   });
-  const address = server.address() as AddressInfo;
+  const address = listener.server.address() as AddressInfo;
   const port = address.port;
   log.info({ service: options.name, address: address.address, port }, "rpc server listening");
   return {
     port,
     url: `http://127.0.0.1:${port}`,
     boundUrl: boundUrl(address),
-    async close(graceMs = 10_000) {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      // GOAWAY: no new streams on open sessions, in-flight ones finish.
-      for (const session of sessions) session.close();
-      const timer = setTimeout(() => {
-        for (const session of sessions) session.destroy();
-      }, graceMs);
-      timer.unref();
-      await closed;
-      clearTimeout(timer);
-    },
+    close: (graceMs = 10_000) => listener.close(graceMs),
   };
 }
+
+/** Requests to services are small; anything larger is a bug or abuse. */
+const READ_MAX_BYTES = 4 * 1024 * 1024;

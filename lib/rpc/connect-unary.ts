@@ -1,0 +1,89 @@
+import { fromBinary, fromJson, type JsonValue, toBinary, toJson } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { codeToHttpStatus, errorToJsonBytes, parseTimeout } from "@connectrpc/connect/protocol-connect";
+import {
+  type HttpRequest,
+  type HttpResponse,
+  headerObject,
+  headerValue,
+  isAnswerable,
+  readBody,
+} from "./http-exchange.js";
+import { type CallOutcome, callOf, type LeanOptions, runUnaryCall } from "./unary-call.js";
+import type { UnaryRoute } from "./unary-routes.js";
+
+export type ConnectFormat = "binary" | "json";
+
+/** The Connect unary body format a Content-Type names, or undefined when the lean path does not take it. */
+export function connectUnaryFormat(contentType: string | undefined): ConnectFormat | undefined {
+  if (contentType === "application/proto") return "binary";
+  if (contentType === "application/json" || contentType === "application/json; charset=utf-8") return "json";
+  return undefined;
+}
+
+/**
+ * Serves one Connect-protocol unary call (POST, uncompressed, binary or JSON) exactly as the
+ * protocol defines it: `connect-timeout-ms` as the deadline, the answer's headers and its
+ * `trailer-` prefixed trailers, errors as the JSON error body with the HTTP status of their code.
+ * A body that does not parse as the method's input is `invalid_argument` (connect-node answers it
+ * `internal`, which would blame the service for the caller's bytes).
+ */
+export async function serveConnectUnary(
+  route: UnaryRoute,
+  format: ConnectFormat,
+  req: HttpRequest,
+  res: HttpResponse,
+  options: LeanOptions,
+): Promise<void> {
+  const timeout = parseTimeout(headerValue(req.headers["connect-timeout-ms"]) ?? null, Number.MAX_SAFE_INTEGER);
+  if (timeout.error) return answer(res, format, route, { ok: false, error: timeout.error });
+  let message: Parameters<typeof runUnaryCall>[1];
+  try {
+    const body = await readBody(req, options.readMaxBytes);
+    message = parse(route, format, body);
+  } catch (err) {
+    return answer(res, format, route, { ok: false, error: ConnectError.from(err) });
+  }
+  const call = callOf(route, "connect", req, res, timeout.timeoutMs, options);
+  const outcome = await runUnaryCall(call, message, options.interceptors);
+  answer(res, format, route, outcome);
+}
+
+function parse(route: UnaryRoute, format: ConnectFormat, body: Buffer) {
+  try {
+    if (format === "binary") return fromBinary(route.method.input, body);
+    return fromJson(route.method.input, JSON.parse(body.toString("utf8")) as JsonValue, { ignoreUnknownFields: true });
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new ConnectError(`parse ${format}: ${reason}`, Code.InvalidArgument);
+  }
+}
+
+function answer(res: HttpResponse, format: ConnectFormat, route: UnaryRoute, outcome: CallOutcome): void {
+  if (!isAnswerable(res)) return;
+  const headers = headerObject({}, outcome.header);
+  headerObject(headers, outcome.trailer, "trailer-");
+  if (outcome.ok) {
+    let body: Uint8Array;
+    try {
+      body =
+        format === "binary"
+          ? toBinary(route.method.output, outcome.message)
+          : Buffer.from(JSON.stringify(toJson(route.method.output, outcome.message)));
+    } catch (err) {
+      answer(res, format, route, { ok: false, error: ConnectError.from(err, Code.Internal) });
+      return;
+    }
+    headers["content-type"] = format === "binary" ? "application/proto" : "application/json";
+    headers["content-length"] = String(body.byteLength);
+    res.writeHead(200, headers);
+    res.end(body);
+    return;
+  }
+  headerObject(headers, outcome.error.metadata);
+  const body = errorToJsonBytes(outcome.error, {});
+  headers["content-type"] = "application/json";
+  headers["content-length"] = String(body.byteLength);
+  res.writeHead(codeToHttpStatus(outcome.error.code), headers);
+  res.end(body);
+}

@@ -1,0 +1,92 @@
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { headerObject, headerValue, isAnswerable, readBody } from "./http-exchange.js";
+import { type CallOutcome, callOf, type LeanOptions, runUnaryCall } from "./unary-call.js";
+import type { UnaryRoute } from "./unary-routes.js";
+
+/** Whether a request is gRPC (protobuf) that the lean path takes: uncompressed, over HTTP/2. */
+export function isLeanGrpc(req: Http2ServerRequest): boolean {
+  const type = req.headers["content-type"];
+  if (type !== "application/grpc" && type !== "application/grpc+proto") return false;
+  const encoding = req.headers["grpc-encoding"];
+  return encoding === undefined || encoding === "identity";
+}
+
+const PREFIX_BYTES = 5;
+
+/**
+ * Serves one unary gRPC call the way recorders' stock gRPC clients make it: `grpc-timeout` as the
+ * deadline, one length-prefixed message in, one out, the status in the trailers (or a
+ * trailers-only answer for an error). Bytes that are not exactly one uncompressed message of the
+ * method's input type are `invalid_argument`, the caller's fault, never `internal`.
+ */
+export async function serveGrpcUnary(
+  route: UnaryRoute,
+  req: Http2ServerRequest,
+  res: Http2ServerResponse,
+  options: LeanOptions,
+): Promise<void> {
+  const timeout = parseTimeout(headerValue(req.headers["grpc-timeout"]) ?? null, Number.MAX_SAFE_INTEGER);
+  if (timeout.error) return answer(res, route, { ok: false, error: timeout.error });
+  let message: Parameters<typeof runUnaryCall>[1];
+  try {
+    message = parse(route, await readBody(req, options.readMaxBytes + PREFIX_BYTES));
+  } catch (err) {
+    return answer(res, route, { ok: false, error: ConnectError.from(err) });
+  }
+  const call = callOf(route, "grpc", req, res, timeout.timeoutMs, options);
+  const outcome = await runUnaryCall(call, message, options.interceptors);
+  answer(res, route, outcome);
+}
+
+function parse(route: UnaryRoute, body: Buffer) {
+  if (body.length < PREFIX_BYTES) {
+    throw new ConnectError("a unary call needs exactly one message", Code.InvalidArgument);
+  }
+  const flags = body[0] as number;
+  const length = body.readUInt32BE(1);
+  if (flags !== 0) {
+    throw new ConnectError(
+      flags === 1 ? "message flagged compressed without a grpc-encoding" : `invalid frame flags ${flags}`,
+      Code.InvalidArgument,
+    );
+  }
+  if (body.length !== PREFIX_BYTES + length) {
+    throw new ConnectError("a unary call needs exactly one whole message", Code.InvalidArgument);
+  }
+  try {
+    return fromBinary(route.method.input, body.subarray(PREFIX_BYTES));
+  } catch (err) {
+    throw new ConnectError(`parse binary: ${err instanceof Error ? err.message : err}`, Code.InvalidArgument);
+  }
+}
+
+function answer(res: Http2ServerResponse, route: UnaryRoute, outcome: CallOutcome): void {
+  if (!isAnswerable(res)) return;
+  const headers = headerObject({ "content-type": "application/grpc" }, outcome.header);
+  if (!outcome.ok) {
+    // Trailers-only: the status travels in the one HEADERS frame that ends the stream.
+    headerObject(headers, outcome.error.metadata);
+    headerObject(headers, outcome.trailer);
+    headerObject(headers, setTrailerStatus(new Headers(), outcome.error));
+    headers["content-type"] = "application/grpc";
+    res.stream.respond({ ":status": 200, ...headers }, { endStream: true });
+    return;
+  }
+  let bytes: Uint8Array;
+  try {
+    bytes = toBinary(route.method.output, outcome.message);
+  } catch (err) {
+    answer(res, route, { ok: false, error: ConnectError.from(err, Code.Internal) });
+    return;
+  }
+  const frame = Buffer.allocUnsafe(PREFIX_BYTES + bytes.byteLength);
+  frame[0] = 0;
+  frame.writeUInt32BE(bytes.byteLength, 1);
+  frame.set(bytes, PREFIX_BYTES);
+  res.writeHead(200, headers);
+  res.addTrailers(headerObject({ "grpc-status": "0" }, outcome.trailer));
+  res.end(frame);
+}

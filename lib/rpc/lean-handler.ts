@@ -1,0 +1,36 @@
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { connectUnaryFormat, serveConnectUnary } from "./connect-unary.js";
+import { isLeanGrpc, serveGrpcUnary } from "./grpc-unary.js";
+import type { HttpRequest, HttpResponse } from "./http-exchange.js";
+import type { LeanOptions } from "./unary-call.js";
+import type { UnaryRoute } from "./unary-routes.js";
+
+/**
+ * The lean path: unary calls in the Connect protocol (POST, binary or JSON, uncompressed) on
+ * HTTP/1.1 or HTTP/2, and in the gRPC protocol (protobuf, uncompressed) on HTTP/2, served straight
+ * from the request with the same ServiceImpl handlers and interceptors. It answers whether it took
+ * the request; what it does not take (streams, gRPC-Web, Connect GET, compressed bodies, unknown
+ * paths) goes to connect-node, which answers it as before.
+ */
+export function createLeanHandler(
+  routes: ReadonlyMap<string, UnaryRoute>,
+  options: LeanOptions,
+): (req: HttpRequest, res: HttpResponse) => boolean {
+  return (req, res) => {
+    if (req.method !== "POST") return false;
+    const route = routes.get(req.url ?? "");
+    if (!route) return false;
+    const format = connectUnaryFormat(req.headers["content-type"]);
+    if (format) {
+      const encoding = req.headers["content-encoding"];
+      if (encoding !== undefined && encoding !== "identity") return false;
+      void serveConnectUnary(route, format, req, res, options);
+      return true;
+    }
+    if (req.httpVersionMajor === 2 && isLeanGrpc(req as Http2ServerRequest)) {
+      void serveGrpcUnary(route, req as Http2ServerRequest, res as Http2ServerResponse, options);
+      return true;
+    }
+    return false;
+  };
+}

@@ -1,0 +1,192 @@
+import {
+  create,
+  type DescMessage,
+  type DescMethodStreaming,
+  type DescMethodUnary,
+  fromBinary,
+  isMessage,
+  type MessageInitShape,
+  toBinary,
+} from "@bufbuild/protobuf";
+import { Code, ConnectError, type Transport, type UnaryResponse } from "@connectrpc/connect";
+import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { type Dispatcher, errors, Pool } from "undici";
+import { EXCHANGE_HEADERS } from "./http-exchange.js";
+
+export type LeanTransportOptions = {
+  baseUrl: string;
+  /** Sent on every call (the internal token). */
+  headers?: Record<string, string>;
+  /** Most connections kept to the backend; calls beyond it queue. */
+  connections?: number;
+  /** The deadline of a call that sets none. */
+  defaultTimeoutMs?: number;
+};
+
+type HeaderInit = ConstructorParameters<typeof Headers>[0];
+
+export type LeanTransport = Transport & { close(): Promise<void> };
+
+/**
+ * How long past the call's deadline the client waits for the server's own `deadline_exceeded`
+ * before it gives up on its own: the server enforces the deadline exactly (connect-timeout-ms);
+ * this only guards against a server that cannot answer at all.
+ */
+const DEADLINE_GRACE_MS = 1_000;
+
+/**
+ * A Connect-protocol client transport for unary calls that costs what the wire costs: binary
+ * bodies on an undici Pool of HTTP/1.1 keep-alive connections, no per-call AbortController,
+ * Headers or URL objects unless the caller brings a signal or reads the response headers. Errors
+ * come back as connect-node's would (code, message, details). Streaming calls, which the internal
+ * hop does not make today, go through connect-node's own transport.
+ */
+export function createLeanTransport(options: LeanTransportOptions): LeanTransport {
+  const origin = new URL(options.baseUrl);
+  const prefix = origin.pathname.replace(/\/$/, "");
+  const pool = new Pool(origin.origin, { connections: options.connections ?? 256 });
+  const fixed = { "content-type": "application/proto", "connect-protocol-version": "1", ...options.headers };
+  let streams: Transport | undefined;
+  return {
+    async unary<I extends DescMessage, O extends DescMessage>(
+      method: DescMethodUnary<I, O>,
+      signal: AbortSignal | undefined,
+      timeoutMs: number | undefined,
+      header: HeaderInit | undefined,
+      input: MessageInitShape<I>,
+    ): Promise<UnaryResponse<I, O>> {
+      if (signal?.aborted) throw ConnectError.from(signal.reason, Code.Canceled);
+      timeoutMs ??= options.defaultTimeoutMs;
+      if (timeoutMs !== undefined && timeoutMs <= 0) {
+        throw new ConnectError("the call's deadline passed", Code.DeadlineExceeded);
+      }
+      const message = isMessage(input, method.input) ? input : create(method.input, input);
+      const headers: Record<string, string> = { ...fixed };
+      addHeaders(headers, header);
+      if (timeoutMs !== undefined) headers["connect-timeout-ms"] = String(Math.ceil(timeoutMs));
+      const waitMs = timeoutMs === undefined ? undefined : timeoutMs + DEADLINE_GRACE_MS;
+      const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+      let res: Dispatcher.ResponseData;
+      let body: Buffer;
+      try {
+        res = await pool.request({
+          path: `${prefix}/${method.parent.typeName}/${method.name}`,
+          method: "POST",
+          headers,
+          body: toBinary(method.input, message),
+          signal,
+          ...(waitMs === undefined ? {} : { headersTimeout: waitMs, bodyTimeout: waitMs }),
+        });
+        body = Buffer.from(await res.body.arrayBuffer());
+      } catch (err) {
+        throw transportError(err, signal);
+      }
+      // An answer that comes after the deadline is no answer, as connect-node's client has it.
+      if (deadline !== undefined && Date.now() >= deadline) {
+        throw new ConnectError("the call's deadline passed", Code.DeadlineExceeded);
+      }
+      if (res.statusCode !== 200) throw errorOf(res.statusCode, res.headers, body);
+      let output: UnaryResponse<I, O>["message"];
+      try {
+        output = fromBinary(method.output, body);
+      } catch (err) {
+        throw new ConnectError(`parse binary: ${err instanceof Error ? err.message : err}`, Code.Internal);
+      }
+      const raw = res.headers;
+      let split: { header: Headers; trailer: Headers } | undefined;
+      const parts = () => {
+        split ??= splitTrailers(raw);
+        return split;
+      };
+      return {
+        stream: false,
+        service: method.parent,
+        method,
+        message: output,
+        get header() {
+          return parts().header;
+        },
+        get trailer() {
+          return parts().trailer;
+        },
+      };
+    },
+    stream<I extends DescMessage, O extends DescMessage>(
+      method: DescMethodStreaming<I, O>,
+      signal: AbortSignal | undefined,
+      timeoutMs: number | undefined,
+      header: HeaderInit | undefined,
+      input: AsyncIterable<MessageInitShape<I>>,
+    ) {
+      streams ??= createConnectTransport({
+        baseUrl: options.baseUrl,
+        httpVersion: "2",
+        useBinaryFormat: true,
+        acceptCompression: [],
+      });
+      const headers = new Headers(header);
+      for (const [name, value] of Object.entries(options.headers ?? {})) headers.set(name, value);
+      return streams.stream(method, signal, timeoutMs, headers, input);
+    },
+    close: () => pool.close(),
+  };
+}
+
+function addHeaders(target: Record<string, string>, header: HeaderInit | undefined): void {
+  if (header === undefined) return;
+  if (header instanceof Headers || Array.isArray(header)) {
+    new Headers(header).forEach((value, name) => {
+      target[name] = value;
+    });
+    return;
+  }
+  for (const name in header) target[name.toLowerCase()] = header[name] as string;
+}
+
+type RawHeaders = Record<string, string | string[] | undefined>;
+
+/** The call's response headers and its `trailer-` prefixed trailers, without the exchange's own. */
+function splitTrailers(raw: RawHeaders): { header: Headers; trailer: Headers } {
+  const header = new Headers();
+  const trailer = new Headers();
+  for (const name in raw) {
+    if (EXCHANGE_HEADERS.has(name)) continue;
+    const values = raw[name];
+    for (const value of Array.isArray(values) ? values : [values ?? ""]) {
+      if (name.startsWith("trailer-")) trailer.append(name.slice(8), value);
+      else header.append(name, value);
+    }
+  }
+  return { header, trailer };
+}
+
+/** A Connect error body (or, failing that, the HTTP status) as the ConnectError it stands for. */
+function errorOf(status: number, raw: RawHeaders, body: Buffer): ConnectError {
+  const { header, trailer } = splitTrailers(raw);
+  trailer.forEach((value, name) => {
+    header.append(name, value);
+  });
+  const fallback = new ConnectError(`HTTP ${status}`, codeFromHttpStatus(status), header);
+  try {
+    return errorFromJsonBytes(body, header, new ConnectError(`HTTP ${status}`, codeFromHttpStatus(status)));
+  } catch {
+    return fallback;
+  }
+}
+
+/** What went wrong on the wire, as the code a connect-node client would have given it. */
+function transportError(err: unknown, signal: AbortSignal | undefined): ConnectError {
+  if (err instanceof ConnectError) return err;
+  if (signal?.aborted) return ConnectError.from(signal.reason, Code.Canceled);
+  if (err instanceof errors.HeadersTimeoutError || err instanceof errors.BodyTimeoutError) {
+    return new ConnectError("the call's deadline passed", Code.DeadlineExceeded);
+  }
+  return new ConnectError(
+    err instanceof Error ? err.message : String(err),
+    Code.Unavailable,
+    undefined,
+    undefined,
+    err,
+  );
+}

@@ -1,0 +1,342 @@
+import { execFile } from "node:child_process";
+import http from "node:http";
+import http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { promisify } from "node:util";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  createClient,
+  type HandlerContext,
+  type Transport,
+} from "@connectrpc/connect";
+import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
+import {
+  connectNodeAdapter,
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from "@connectrpc/connect-node";
+import * as grpc from "@grpc/grpc-js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type CheckInRequest,
+  CheckInRequestSchema,
+  CheckInResponseSchema,
+  RecorderService,
+} from "../../gen/replay/servers/v1/recorder_pb.js";
+import { DomainError } from "../errors.js";
+import { kTenant, readTrustedContext, trustedHeaders } from "./context.js";
+import { contractCodeOf, errorInterceptor } from "./errors.js";
+import { createLeanTransport } from "./lean-transport.js";
+import { createRpcServer, type RpcServer } from "./server.js";
+
+const run = promisify(execFile);
+
+/**
+ * One service whose handler does what the request's serverId says, and records what it saw: the
+ * same handler behind the lean server and behind a stock connect-node server, so that every
+ * client can be held to the same answers.
+ */
+type Seen = { tenant?: string; aborted: string[]; calls: number };
+
+function routes(seen: Seen) {
+  return (router: ConnectRouter) => {
+    router.service(RecorderService, {
+      async checkIn(req: CheckInRequest, ctx: HandlerContext) {
+        seen.calls++;
+        seen.tenant = ctx.values.get(kTenant);
+        const [verb, arg] = req.serverId.split(":");
+        if (verb === "echo") {
+          ctx.responseHeader.set("x-echo", ctx.requestHeader.get("x-in") ?? "none");
+          ctx.responseTrailer.set("x-trailer", "t");
+          return { serverId: `${req.serverId}/${req.pluginVersion}` };
+        }
+        if (verb === "fail")
+          throw new DomainError("SERVER_NOT_FOUND", "no such server", [
+            { field: "serverId", code: "INVALID_SERVER_ID", detail: "bad" },
+          ]);
+        if (verb === "crash") throw new Error("SELECT secret FROM internal");
+        if (verb === "hold") {
+          // Waits for its signal: the deadline or the caller going away must abort it.
+          await new Promise<void>((resolve) =>
+            ctx.signal.addEventListener("abort", () => {
+              seen.aborted.push(arg ?? "");
+              resolve();
+            }),
+          );
+          return { serverId: "late" };
+        }
+        return { serverId: req.serverId };
+      },
+    });
+  };
+}
+
+async function stockServer(seen: Seen): Promise<{ url: string; close(): Promise<void> }> {
+  // connect-node as a plain HTTP/1.1 server: what the lean client must interoperate with.
+  const server = http.createServer(
+    connectNodeAdapter({ routes: routes(seen), interceptors: [errorInterceptor], contextValues: readTrustedContext }),
+  );
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+async function outcome(call: Promise<{ serverId: string }>): Promise<{ code: Code | "ok"; value?: unknown }> {
+  try {
+    return { code: "ok", value: (await call).serverId };
+  } catch (err) {
+    const e = ConnectError.from(err);
+    return { code: e.code, value: contractCodeOf(e) };
+  }
+}
+
+const until = async (check: () => boolean) => {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
+  return check();
+};
+
+describe("the lean internal hop", () => {
+  const seen: Seen = { aborted: [], calls: 0 };
+  let lean: RpcServer;
+  beforeAll(async () => {
+    lean = await createRpcServer({ name: "lean-test", port: 0, routes: routes(seen) });
+  });
+  afterAll(() => lean.close(0));
+
+  const clients: [string, (url: string) => Transport][] = [
+    ["the lean client (Connect, binary, HTTP/1.1)", (baseUrl) => createLeanTransport({ baseUrl })],
+    [
+      "connect-node Connect binary over HTTP/2",
+      (baseUrl) => createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true }),
+    ],
+    ["connect-node Connect JSON over HTTP/1.1", (baseUrl) => createConnectTransport({ baseUrl, httpVersion: "1.1" })],
+    ["connect-node gRPC", (baseUrl) => createGrpcTransport({ baseUrl })],
+    [
+      "connect-node gRPC-Web (served by connect-node)",
+      (baseUrl) => createGrpcWebTransport({ baseUrl, httpVersion: "2" }),
+    ],
+  ];
+
+  for (const [name, transport] of clients) {
+    describe(name, () => {
+      it("gets answers, headers, trailers and the trusted context through", async () => {
+        const client = createClient(RecorderService, transport(lean.url));
+        let header: Headers | undefined;
+        let trailer: Headers | undefined;
+        const tenant = "7d4b8a52-54a2-4c44-a6f3-0cf0d2ffb0f6";
+        const res = await client.checkIn(
+          { serverId: "echo", pluginVersion: "1.2.3" },
+          {
+            headers: { "x-in": "hello", ...trustedHeaders({ tenantId: tenant }) },
+            onHeader: (h) => (header = h),
+            onTrailer: (t) => (trailer = t),
+          },
+        );
+        expect(res.serverId).toBe("echo/1.2.3");
+        expect(header?.get("x-echo")).toBe("hello");
+        expect(trailer?.get("x-trailer")).toBe("t");
+        expect(seen.tenant).toBe(tenant);
+      });
+
+      it("gets a DomainError as its code with the contract code and violations as details", async () => {
+        const client = createClient(RecorderService, transport(lean.url));
+        expect(await outcome(client.checkIn({ serverId: "fail" }))).toEqual({
+          code: Code.NotFound,
+          value: {
+            code: "SERVER_NOT_FOUND",
+            violations: [{ field: "serverId", code: "INVALID_SERVER_ID", detail: "bad" }],
+          },
+        });
+        const crash = await client.checkIn({ serverId: "crash" }).catch((e) => ConnectError.from(e));
+        expect(crash).toBeInstanceOf(ConnectError);
+        expect((crash as ConnectError).code).toBe(Code.Internal);
+        expect((crash as ConnectError).rawMessage).not.toContain("SELECT");
+      });
+
+      it("has a deadline that expires: deadline_exceeded, and the handler's signal is aborted", async () => {
+        const client = createClient(RecorderService, transport(lean.url));
+        const tag = `${name}-deadline`;
+        expect((await outcome(client.checkIn({ serverId: `hold:${tag}` }, { timeoutMs: 200 }))).code).toBe(
+          Code.DeadlineExceeded,
+        );
+        expect(await until(() => seen.aborted.includes(tag))).toBe(true);
+      });
+
+      it("cancels: the handler's signal is aborted when the caller goes away", async () => {
+        const client = createClient(RecorderService, transport(lean.url));
+        const tag = `${name}-cancel`;
+        const controller = new AbortController();
+        const call = outcome(client.checkIn({ serverId: `hold:${tag}` }, { signal: controller.signal }));
+        await new Promise((r) => setTimeout(r, 100));
+        controller.abort();
+        expect((await call).code).toBe(Code.Canceled);
+        expect(await until(() => seen.aborted.includes(tag))).toBe(true);
+      });
+    });
+  }
+
+  it("a stock @grpc/grpc-js client gets answers, errors with details, and deadlines", async () => {
+    const client = new grpc.Client(new URL(lean.url).host, grpc.credentials.createInsecure());
+    const call = (serverId: string, deadlineMs: number) =>
+      new Promise<{ code: number; serverId?: string; metadata?: grpc.Metadata }>((resolve) => {
+        client.makeUnaryRequest(
+          `/${RecorderService.typeName}/CheckIn`,
+          (m: CheckInRequest) => Buffer.from(toBinary(CheckInRequestSchema, m)),
+          (bytes: Buffer) => fromBinary(CheckInResponseSchema, bytes),
+          create(CheckInRequestSchema, { serverId }),
+          new grpc.Metadata(),
+          { deadline: Date.now() + deadlineMs },
+          (err, res) =>
+            resolve(err ? { code: err.code, metadata: err.metadata } : { code: 0, serverId: res?.serverId }),
+        );
+      });
+    try {
+      expect(await call("plain", 5_000)).toEqual({ code: 0, serverId: "plain" });
+      const failed = await call("fail", 5_000);
+      expect(failed.code).toBe(grpc.status.NOT_FOUND);
+      const trailer = new Headers();
+      for (const [k, v] of Object.entries(failed.metadata?.toHttp2Headers() ?? {})) {
+        trailer.set(k, Buffer.isBuffer(v) ? v.toString("base64") : String(v));
+      }
+      trailer.set("grpc-status", "5");
+      const error = findTrailerError(trailer);
+      expect(error && contractCodeOf(error)?.code).toBe("SERVER_NOT_FOUND");
+      expect((await call("hold:grpc-js", 200)).code).toBe(grpc.status.DEADLINE_EXCEEDED);
+      expect(await until(() => seen.aborted.includes("grpc-js"))).toBe(true);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("buf curl reaches it in the gRPC, Connect and gRPC-Web protocols", async () => {
+    for (const protocol of ["grpc", "connect", "grpcweb"]) {
+      const { stdout } = await run(
+        "npx",
+        [
+          "buf",
+          "curl",
+          "--protocol",
+          protocol,
+          "--http2-prior-knowledge",
+          "--schema",
+          "proto",
+          "--data",
+          JSON.stringify({ serverId: protocol }),
+          `${lean.url}/${RecorderService.typeName}/CheckIn`,
+        ],
+        { timeout: 30_000 },
+      );
+      expect(JSON.parse(stdout)).toEqual({ serverId: protocol });
+    }
+  });
+
+  it("answers bytes that are not the method's input as invalid_argument, in Connect and gRPC", async () => {
+    const path = `/${RecorderService.typeName}/CheckIn`;
+    const connect = await fetch(`${lean.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/proto" },
+      body: Buffer.from([0xff, 0xff, 0xff, 0xff, 0x0f, 0x01]),
+    });
+    expect(connect.status).toBe(400);
+    expect(await connect.json()).toMatchObject({ code: "invalid_argument" });
+    const json = await fetch(`${lean.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{not json",
+    });
+    expect(json.status).toBe(400);
+
+    const session = http2.connect(lean.url);
+    try {
+      const grpcStatus = (frame: Buffer) =>
+        new Promise<string | undefined>((resolve) => {
+          const stream = session.request({
+            ":method": "POST",
+            ":path": path,
+            "content-type": "application/grpc",
+            te: "trailers",
+          });
+          let status: string | undefined;
+          stream.on("response", (h) => (status ??= h["grpc-status"] as string | undefined));
+          stream.on("trailers", (t) => (status ??= t["grpc-status"] as string | undefined));
+          stream.on("close", () => resolve(status));
+          stream.resume();
+          stream.end(frame);
+        });
+      // Garbage protobuf, a frame flagged compressed without grpc-encoding, a cut-short frame.
+      expect(await grpcStatus(Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]))).toBe("3");
+      expect(await grpcStatus(Buffer.from([1, 0, 0, 0, 1, 0x0a]))).toBe("3");
+      expect(await grpcStatus(Buffer.from([0, 0, 0, 0, 9, 0x0a]))).toBe("3");
+    } finally {
+      session.close();
+    }
+  });
+
+  describe("the lean client against a stock connect-node server", () => {
+    const stockSeen: Seen = { aborted: [], calls: 0 };
+    let stock: { url: string; close(): Promise<void> };
+    beforeAll(async () => {
+      stock = await stockServer(stockSeen);
+    });
+    afterAll(() => stock.close());
+
+    it("gets answers, headers and trailers, errors with details, and expiring deadlines", async () => {
+      const client = createClient(RecorderService, createLeanTransport({ baseUrl: stock.url }));
+      let header: Headers | undefined;
+      let trailer: Headers | undefined;
+      const res = await client.checkIn(
+        { serverId: "echo", pluginVersion: "9" },
+        { headers: { "x-in": "hi" }, onHeader: (h) => (header = h), onTrailer: (t) => (trailer = t) },
+      );
+      expect(res.serverId).toBe("echo/9");
+      expect(header?.get("x-echo")).toBe("hi");
+      expect(trailer?.get("x-trailer")).toBe("t");
+      expect((await outcome(client.checkIn({ serverId: "fail" }))).value).toMatchObject({ code: "SERVER_NOT_FOUND" });
+      expect((await outcome(client.checkIn({ serverId: "hold:stock" }, { timeoutMs: 200 }))).code).toBe(
+        Code.DeadlineExceeded,
+      );
+      expect(await until(() => stockSeen.aborted.includes("stock"))).toBe(true);
+    });
+
+    it("answers an unreachable backend as unavailable", async () => {
+      const client = createClient(RecorderService, createLeanTransport({ baseUrl: "http://127.0.0.1:1" }));
+      expect((await outcome(client.checkIn({ serverId: "x" }))).code).toBe(Code.Unavailable);
+    });
+  });
+
+  it("drains on close: calls in flight on HTTP/1.1 and HTTP/2 finish, new connections are refused", async () => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let started = 0;
+    const server = await createRpcServer({
+      name: "drain-test",
+      port: 0,
+      routes(router) {
+        router.service(RecorderService, {
+          async checkIn(req) {
+            started++;
+            await gate;
+            return { serverId: req.serverId };
+          },
+        });
+      },
+    });
+    const h1 = createClient(RecorderService, createLeanTransport({ baseUrl: server.url }));
+    const h2 = createClient(RecorderService, createConnectTransport({ baseUrl: server.url, httpVersion: "2" }));
+    const calls = [h1.checkIn({ serverId: "one" }), h2.checkIn({ serverId: "two" })];
+    expect(await until(() => started === 2)).toBe(true);
+    const closed = server.close(5_000);
+    await new Promise((r) => setTimeout(r, 50));
+    release();
+    expect((await Promise.all(calls)).map((r) => r.serverId)).toEqual(["one", "two"]);
+    await closed;
+    const after = createClient(RecorderService, createLeanTransport({ baseUrl: server.url }));
+    expect((await outcome(after.checkIn({ serverId: "three" }))).code).toBe(Code.Unavailable);
+  });
+});

@@ -1,0 +1,79 @@
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+
+/** Every HTTP/2 connection opens with this preface; no HTTP/1.x request line starts like it. */
+const H2_PREFACE = Buffer.from("PRI * HTTP/2.0");
+
+const SNIFF_TIMEOUT_MS = 30_000;
+
+export type DualListener = {
+  readonly server: net.Server;
+  /** Stops accepting; in-flight requests finish for up to `graceMs`, then every connection is cut. */
+  close(graceMs: number): Promise<void>;
+};
+
+/**
+ * One port, two protocols: HTTP/2 cleartext (stock gRPC clients of the recorders, connect-node
+ * clients, buf curl) and HTTP/1.1 keep-alive (the lean internal hop, whose per-call cost is the
+ * lowest measured). The first bytes of a connection tell which; the socket is then handed, bytes
+ * unread, to the server of that protocol.
+ */
+export function createDualListener(
+  onHttp1: http.RequestListener,
+  onHttp2: (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
+): DualListener {
+  const h1 = http.createServer(onHttp1);
+  const h2 = http2.createServer(onHttp2);
+  const sessions = new Set<http2.ServerHttp2Session>();
+  h2.on("session", (session) => {
+    sessions.add(session);
+    session.on("close", () => sessions.delete(session));
+  });
+  let closing = false;
+  // A response written while draining tells the HTTP/1.1 caller not to reuse the connection.
+  h1.on("request", (_req, res: http.ServerResponse) => {
+    if (closing) res.shouldKeepAlive = false;
+  });
+  const server = net.createServer((socket) => {
+    let seen = Buffer.alloc(0);
+    const sniff = () => {
+      const chunk = socket.read() as Buffer | null;
+      if (chunk === null) return;
+      seen = Buffer.concat([seen, chunk]);
+      const length = Math.min(seen.length, H2_PREFACE.length);
+      const isH2 = seen.subarray(0, length).equals(H2_PREFACE.subarray(0, length));
+      // Too few bytes to tell yet: wait for more.
+      if (isH2 && seen.length < H2_PREFACE.length) return;
+      socket.off("readable", sniff);
+      socket.setTimeout(0);
+      socket.unshift(seen);
+      (isH2 ? h2 : h1).emit("connection", socket);
+    };
+    socket.on("readable", sniff);
+    socket.on("error", () => socket.destroy());
+    // A connection that never says which protocol it speaks does not keep its socket.
+    socket.setTimeout(SNIFF_TIMEOUT_MS, () => socket.destroy());
+  });
+  return {
+    server,
+    async close(graceMs) {
+      closing = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      h1.closeIdleConnections();
+      // GOAWAY: no new streams on open sessions, in-flight ones finish.
+      for (const session of sessions) session.close();
+      const timer = setTimeout(() => {
+        h1.closeAllConnections();
+        for (const session of sessions) session.destroy();
+      }, graceMs);
+      timer.unref();
+      // Connections that finish their last request while draining are closed as they go idle.
+      const idle = setInterval(() => h1.closeIdleConnections(), 100);
+      idle.unref();
+      await closed;
+      clearTimeout(timer);
+      clearInterval(idle);
+    },
+  };
+}

@@ -1,0 +1,204 @@
+import type { IncomingHttpHeaders } from "node:http";
+import { create, type DescMessage, isMessage, type MessageShape } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  type ContextValues,
+  type HandlerContext,
+  type Interceptor,
+  type UnaryRequest,
+  type UnaryResponse,
+} from "@connectrpc/connect";
+import { type HttpRequest, type HttpResponse, onCallerGone } from "./http-exchange.js";
+import type { UnaryRoute } from "./unary-routes.js";
+
+/** What the lean path runs every call with. */
+export type LeanOptions = {
+  interceptors: readonly Interceptor[];
+  contextValues(req: HttpRequest): ContextValues;
+  readMaxBytes: number;
+};
+
+/** What one lean call needs from the request that carried it. */
+export type CallInput = {
+  route: UnaryRoute;
+  protocolName: "connect" | "grpc";
+  url: string;
+  headers: IncomingHttpHeaders;
+  values: ContextValues;
+  /** Milliseconds the caller allows (its deadline header), when it set one. */
+  timeoutMs: number | undefined;
+  /** Subscribes to the caller going away before its answer was written. */
+  onCallerGone(listener: () => void): void;
+};
+
+export type CallOutcome =
+  | { ok: true; message: MessageShape<DescMessage>; header?: Headers; trailer?: Headers }
+  | { ok: false; error: ConnectError; header?: Headers; trailer?: Headers };
+
+/** The largest deadline a timer can hold; a longer one is no deadline in practice. */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** The CallInput of a request on either protocol, given the deadline its protocol's header set. */
+export function callOf(
+  route: UnaryRoute,
+  protocolName: CallInput["protocolName"],
+  req: HttpRequest,
+  res: HttpResponse,
+  timeoutMs: number | undefined,
+  options: LeanOptions,
+): CallInput {
+  return {
+    route,
+    protocolName,
+    url: req.url ?? "",
+    headers: req.headers,
+    values: options.contextValues(req),
+    timeoutMs: timeoutMs !== undefined && timeoutMs <= MAX_TIMEOUT_MS ? timeoutMs : undefined,
+    onCallerGone: (listener) => onCallerGone(res, listener),
+  };
+}
+
+/**
+ * The HandlerContext of a lean call. What costs something per call (the abort signal and its
+ * listener, the Headers objects) is built only when a handler or interceptor asks for it: most
+ * handlers read only the context values.
+ */
+class LazyContext implements HandlerContext {
+  readonly method: UnaryRoute["method"];
+  readonly service: UnaryRoute["service"];
+  readonly requestMethod = "POST";
+  readonly protocolName: string;
+  readonly url: string;
+  readonly values: ContextValues;
+  readonly timeoutMs: () => number | undefined;
+  private readonly input: CallInput;
+  private controller?: AbortController;
+  private header?: Headers;
+  /** Built only if asked for; read back by the transport after the call. */
+  sentHeader?: Headers;
+  sentTrailer?: Headers;
+
+  constructor(input: CallInput, deadline: number | undefined) {
+    this.input = input;
+    this.method = input.route.method;
+    this.service = input.route.service;
+    this.protocolName = input.protocolName;
+    this.url = input.url;
+    this.values = input.values;
+    this.timeoutMs = deadline === undefined ? () => undefined : () => deadline - Date.now();
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      const controller = new AbortController();
+      this.controller = controller;
+      this.input.onCallerGone(() => controller.abort(new ConnectError("the caller went away", Code.Canceled)));
+    }
+    return this.controller.signal;
+  }
+
+  /** Aborts the signal, if anyone holds it. */
+  abort(reason: ConnectError): void {
+    this.controller?.abort(reason);
+  }
+
+  get requestHeader(): Headers {
+    if (!this.header) this.header = toHeaders(this.input.headers);
+    return this.header;
+  }
+
+  get responseHeader(): Headers {
+    this.sentHeader ??= new Headers();
+    return this.sentHeader;
+  }
+
+  get responseTrailer(): Headers {
+    this.sentTrailer ??= new Headers();
+    return this.sentTrailer;
+  }
+}
+
+/** Request headers as a fetch Headers, without HTTP/2 pseudo-headers. */
+function toHeaders(raw: IncomingHttpHeaders): Headers {
+  const headers = new Headers();
+  for (const name in raw) {
+    if (name.startsWith(":")) continue;
+    const value = raw[name];
+    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
+    else if (value !== undefined) headers.set(name, value);
+  }
+  return headers;
+}
+
+/**
+ * Runs one unary call through the interceptors to the service's handler, as connect-node would:
+ * the same UnaryRequest and UnaryResponse shapes, the handler's plain-object answer made a message
+ * of the output type, any thrown value made a ConnectError. When the caller's deadline passes
+ * first, the outcome is `deadline_exceeded` at once and the handler's signal is aborted; the
+ * handler's late answer is dropped.
+ */
+export function runUnaryCall(
+  input: CallInput,
+  message: MessageShape<DescMessage>,
+  interceptors: readonly Interceptor[],
+): Promise<CallOutcome> {
+  const deadline = input.timeoutMs === undefined ? undefined : Date.now() + input.timeoutMs;
+  const ctx = new LazyContext(input, deadline);
+  const { service, method, impl } = input.route;
+  const base = async (req: UnaryRequest): Promise<UnaryResponse> => {
+    const answer = await impl(req.message, ctx);
+    return {
+      stream: false,
+      service,
+      method,
+      get header() {
+        return ctx.responseHeader;
+      },
+      get trailer() {
+        return ctx.responseTrailer;
+      },
+      message: isMessage(answer, method.output) ? answer : create(method.output, answer as never),
+    } as UnaryResponse;
+  };
+  let next = base as (req: UnaryRequest) => Promise<UnaryResponse>;
+  for (let i = interceptors.length - 1; i >= 0; i--) {
+    next = (interceptors[i] as Interceptor)(next as never) as typeof next;
+  }
+  const request = {
+    stream: false,
+    service,
+    method,
+    requestMethod: "POST",
+    url: input.url,
+    contextValues: input.values,
+    message,
+    get signal() {
+      return ctx.signal;
+    },
+    get header() {
+      return ctx.requestHeader;
+    },
+  } as UnaryRequest;
+  const called = next(request).then(
+    (res): CallOutcome => ({ ok: true, message: res.message, header: ctx.sentHeader, trailer: ctx.sentTrailer }),
+    (err: unknown): CallOutcome => ({
+      ok: false,
+      error: ConnectError.from(err),
+      header: ctx.sentHeader,
+      trailer: ctx.sentTrailer,
+    }),
+  );
+  if (deadline === undefined) return called;
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      const error = new ConnectError("the call's deadline passed", Code.DeadlineExceeded);
+      ctx.abort(error);
+      resolve({ ok: false, error });
+    }, deadline - Date.now());
+    called.then((outcome) => {
+      clearTimeout(timer);
+      resolve(outcome);
+    });
+  });
+}
