@@ -1,16 +1,17 @@
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import { headerObject, headerValue, isAnswerable, readBody } from "./http-exchange.js";
+import { headerObject, headerValue, readBody } from "./http-exchange.js";
 import { type CallOutcome, callOf, type LeanOptions, runUnaryCall } from "./unary-call.js";
 import type { UnaryRoute } from "./unary-routes.js";
 
-/** Whether a request is gRPC (protobuf) that the lean path takes: uncompressed, over HTTP/2. */
-export function isLeanGrpc(req: Http2ServerRequest): boolean {
-  const type = req.headers["content-type"];
+/** Whether a stream is gRPC (protobuf) that the lean path takes: a POST, uncompressed. */
+export function isLeanGrpc(headers: IncomingHttpHeaders): boolean {
+  if (headers[":method"] !== "POST") return false;
+  const type = headers["content-type"];
   if (type !== "application/grpc" && type !== "application/grpc+proto") return false;
-  const encoding = req.headers["grpc-encoding"];
+  const encoding = headers["grpc-encoding"];
   return encoding === undefined || encoding === "identity";
 }
 
@@ -20,25 +21,27 @@ const PREFIX_BYTES = 5;
  * Serves one unary gRPC call the way recorders' stock gRPC clients make it: `grpc-timeout` as the
  * deadline, one length-prefixed message in, one out, the status in the trailers (or a
  * trailers-only answer for an error). Bytes that are not exactly one uncompressed message of the
- * method's input type are `invalid_argument`, the caller's fault, never `internal`.
+ * method's input type are `invalid_argument`, the caller's fault, never `internal`. It works on the
+ * HTTP/2 stream itself: the compatibility layer's request and response objects cost more than
+ * the rest of the call.
  */
 export async function serveGrpcUnary(
   route: UnaryRoute,
-  req: Http2ServerRequest,
-  res: Http2ServerResponse,
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
   options: LeanOptions,
 ): Promise<void> {
-  const timeout = parseTimeout(headerValue(req.headers["grpc-timeout"]) ?? null, Number.MAX_SAFE_INTEGER);
-  if (timeout.error) return answer(res, route, { ok: false, error: timeout.error });
+  const timeout = parseTimeout(headerValue(headers["grpc-timeout"]) ?? null, Number.MAX_SAFE_INTEGER);
+  if (timeout.error) return answer(stream, route, { ok: false, error: timeout.error });
   let message: Parameters<typeof runUnaryCall>[1];
   try {
-    message = parse(route, await readBody(req, options.readMaxBytes + PREFIX_BYTES));
+    message = parse(route, await readBody(stream, options.readMaxBytes + PREFIX_BYTES, headers));
   } catch (err) {
-    return answer(res, route, { ok: false, error: ConnectError.from(err) });
+    return answer(stream, route, { ok: false, error: ConnectError.from(err) });
   }
-  const call = callOf(route, "grpc", req, res, timeout.timeoutMs, options);
+  const call = callOf(route, "grpc", { url: headers[":path"], headers }, stream, timeout.timeoutMs, options);
   const outcome = await runUnaryCall(call, message, options.interceptors);
-  answer(res, route, outcome);
+  answer(stream, route, outcome);
 }
 
 function parse(route: UnaryRoute, body: Buffer) {
@@ -63,8 +66,8 @@ function parse(route: UnaryRoute, body: Buffer) {
   }
 }
 
-function answer(res: Http2ServerResponse, route: UnaryRoute, outcome: CallOutcome): void {
-  if (!isAnswerable(res)) return;
+function answer(stream: ServerHttp2Stream, route: UnaryRoute, outcome: CallOutcome): void {
+  if (stream.headersSent || stream.destroyed) return;
   const headers = headerObject({ "content-type": "application/grpc" }, outcome.header);
   if (!outcome.ok) {
     // Trailers-only: the status travels in the one HEADERS frame that ends the stream.
@@ -72,21 +75,22 @@ function answer(res: Http2ServerResponse, route: UnaryRoute, outcome: CallOutcom
     headerObject(headers, outcome.trailer);
     headerObject(headers, setTrailerStatus(new Headers(), outcome.error));
     headers["content-type"] = "application/grpc";
-    res.stream.respond({ ":status": 200, ...headers }, { endStream: true });
+    stream.respond({ ":status": 200, ...headers }, { endStream: true });
     return;
   }
   let bytes: Uint8Array;
   try {
     bytes = toBinary(route.method.output, outcome.message);
   } catch (err) {
-    answer(res, route, { ok: false, error: ConnectError.from(err, Code.Internal) });
+    answer(stream, route, { ok: false, error: ConnectError.from(err, Code.Internal) });
     return;
   }
   const frame = Buffer.allocUnsafe(PREFIX_BYTES + bytes.byteLength);
   frame[0] = 0;
   frame.writeUInt32BE(bytes.byteLength, 1);
   frame.set(bytes, PREFIX_BYTES);
-  res.writeHead(200, headers);
-  res.addTrailers(headerObject({ "grpc-status": "0" }, outcome.trailer));
-  res.end(frame);
+  const trailer = outcome.trailer;
+  stream.once("wantTrailers", () => stream.sendTrailers(headerObject({ "grpc-status": "0" }, trailer)));
+  stream.respond({ ":status": 200, ...headers }, { waitForTrailers: true });
+  stream.end(frame);
 }

@@ -1,18 +1,26 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 
 /** A request and its response, on HTTP/1.1 or HTTP/2 (the compatibility API): the lean path serves both. */
 export type HttpRequest = IncomingMessage | Http2ServerRequest;
 export type HttpResponse = ServerResponse | Http2ServerResponse;
 
+/** A request body: the request of either HTTP version, or an HTTP/2 stream with its headers apart. */
+type BodySource = Readable & { headers?: IncomingHttpHeaders };
+
 /**
  * Reads a whole request body of at most `maxBytes`. A larger one (declared or sent) is
  * `resource_exhausted`, as connect-node's readMaxBytes answers it; a body cut short by the caller
  * is `canceled`.
  */
-export function readBody(req: HttpRequest, maxBytes: number): Promise<Buffer> {
-  const declared = Number(req.headers["content-length"]);
+export function readBody(
+  req: BodySource,
+  maxBytes: number,
+  headers: IncomingHttpHeaders = req.headers ?? {},
+): Promise<Buffer> {
+  const declared = Number(headers["content-length"]);
   if (declared > maxBytes) return Promise.reject(tooLarge(maxBytes));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -67,10 +75,16 @@ export function isAnswerable(res: HttpResponse): boolean {
   return !res.headersSent && !res.writableEnded && !res.destroyed;
 }
 
-/** Calls `listener` once if the exchange closes before its answer was fully written. */
-export function onCallerGone(res: HttpResponse, listener: () => void): void {
+/**
+ * Calls `listener` once if the exchange closes before its answer was begun (an HTTP/2 stream
+ * reset by the caller counts as ended, so the headers tell, not the writable side).
+ */
+export function onCallerGone(
+  res: { once(event: "close", listener: () => void): unknown; readonly headersSent: boolean },
+  listener: () => void,
+): void {
   res.once("close", () => {
-    if (!res.writableEnded) listener();
+    if (!res.headersSent) listener();
   });
 }
 

@@ -1,4 +1,4 @@
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import { connectUnaryFormat, serveConnectUnary } from "./connect-unary.js";
 import { isLeanGrpc, serveGrpcUnary } from "./grpc-unary.js";
 import type { HttpRequest, HttpResponse } from "./http-exchange.js";
@@ -7,7 +7,7 @@ import type { UnaryRoute } from "./unary-routes.js";
 
 /**
  * The lean path: unary calls in the Connect protocol (POST, binary or JSON, uncompressed) on
- * HTTP/1.1 or HTTP/2, and in the gRPC protocol (protobuf, uncompressed) on HTTP/2, served straight
+ * HTTP/1.1 or HTTP/2 (and, below, in the gRPC protocol on HTTP/2 streams), served straight
  * from the request with the same ServiceImpl handlers and interceptors. It answers whether it took
  * the request; what it does not take (streams, gRPC-Web, Connect GET, compressed bodies, unknown
  * paths) goes to connect-node, which answers it as before.
@@ -27,10 +27,20 @@ export function createLeanHandler(
       void serveConnectUnary(route, format, req, res, options);
       return true;
     }
-    if (req.httpVersionMajor === 2 && isLeanGrpc(req as Http2ServerRequest)) {
-      void serveGrpcUnary(route, req as Http2ServerRequest, res as Http2ServerResponse, options);
-      return true;
-    }
     return false;
+  };
+}
+
+/** The lean path for an HTTP/2 stream: gRPC unary calls, served on the stream itself. */
+export function createLeanStreamHandler(
+  routes: ReadonlyMap<string, UnaryRoute>,
+  options: LeanOptions,
+): (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean {
+  return (stream, headers) => {
+    if (!isLeanGrpc(headers)) return false;
+    const route = routes.get(headers[":path"] ?? "");
+    if (!route) return false;
+    void serveGrpcUnary(route, stream, headers, options);
+    return true;
   };
 }

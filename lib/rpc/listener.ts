@@ -1,6 +1,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 
 /** Every HTTP/2 connection opens with this preface; no HTTP/1.x request line starts like it. */
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0");
@@ -20,11 +21,28 @@ export type DualListener = {
  * unread, to the server of that protocol.
  */
 export function createDualListener(
-  onHttp1: http.RequestListener,
-  onHttp2: (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
+  onRequest: (req: HttpRequest, res: HttpResponse) => void,
+  onStream: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => boolean,
 ): DualListener {
-  const h1 = http.createServer(onHttp1);
-  const h2 = http2.createServer(onHttp2);
+  const h1 = http.createServer(onRequest);
+  // No request listener: the compatibility objects are built only for streams `onStream` leaves.
+  const h2 = http2.createServer();
+  h2.on(
+    "stream",
+    (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
+      if (onStream(stream, headers)) return;
+      const req = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
+      const res = new http2.Http2ServerResponse(stream);
+      // What node's own compatibility layer does before its 'request' event (onServerStream).
+      if (headers[":method"] === "CONNECT" || (headers.expect !== undefined && headers.expect !== "100-continue")) {
+        res.statusCode = headers.expect === undefined ? 405 : 417;
+        res.end();
+        return;
+      }
+      if (headers.expect !== undefined) res.writeContinue();
+      onRequest(req, res);
+    },
+  );
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on("session", (session) => {
     sessions.add(session);

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
@@ -7,7 +8,7 @@ import { readTrustedContext } from "./context.js";
 import { errorInterceptor } from "./errors.js";
 import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 import { isAdmitted, refuseUnauthenticated } from "./internal-token.js";
-import { createLeanHandler } from "./lean-handler.js";
+import { createLeanHandler, createLeanStreamHandler } from "./lean-handler.js";
 import { createDualListener } from "./listener.js";
 import { collectUnaryRoutes, type UnaryRoute } from "./unary-routes.js";
 
@@ -57,17 +58,18 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
     // largest single cost of a servers list in the gateway benchmark (11% and 20% of the two processes).
     acceptCompression: [],
   });
-  const lean = createLeanHandler(unaryRoutes, {
-    interceptors,
-    contextValues: readTrustedContext,
-    readMaxBytes: READ_MAX_BYTES,
-  });
+  const leanOptions = { interceptors, contextValues: readTrustedContext, readMaxBytes: READ_MAX_BYTES };
+  const lean = createLeanHandler(unaryRoutes, leanOptions);
+  const leanStream = createLeanStreamHandler(unaryRoutes, leanOptions);
   const token = options.token;
   const handle = (req: HttpRequest, res: HttpResponse) => {
     if (token !== undefined && !isAdmitted(req.url, req.headers, token)) return refuseUnauthenticated(req, res);
     if (!lean(req, res)) void adapter(req as never, res as never);
   };
-  const listener = createDualListener(handle, handle);
+  // A stream without the token is left to `handle`, which refuses it.
+  const handleStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) =>
+    (token === undefined || isAdmitted(headers[":path"], headers, token)) && leanStream(stream, headers);
+  const listener = createDualListener(handle, handleStream);
   const host = options.host ?? "127.0.0.1";
   await new Promise<void>((resolve, reject) => {
     listener.server.once("error", reject);

@@ -9,13 +9,13 @@ import {
   type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
-import { type HttpRequest, type HttpResponse, onCallerGone } from "./http-exchange.js";
+import { onCallerGone } from "./http-exchange.js";
 import type { UnaryRoute } from "./unary-routes.js";
 
 /** What the lean path runs every call with. */
 export type LeanOptions = {
   interceptors: readonly Interceptor[];
-  contextValues(req: HttpRequest): ContextValues;
+  contextValues(req: { headers: IncomingHttpHeaders }): ContextValues;
   readMaxBytes: number;
 };
 
@@ -43,8 +43,8 @@ const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 export function callOf(
   route: UnaryRoute,
   protocolName: CallInput["protocolName"],
-  req: HttpRequest,
-  res: HttpResponse,
+  req: { url?: string; headers: IncomingHttpHeaders },
+  res: Parameters<typeof onCallerGone>[0],
   timeoutMs: number | undefined,
   options: LeanOptions,
 ): CallInput {
