@@ -15,7 +15,7 @@ export function isLeanGrpc(headers: IncomingHttpHeaders): boolean {
   return encoding === undefined || encoding === "identity";
 }
 
-const PREFIX_BYTES = 5;
+export const PREFIX_BYTES = 5;
 
 /**
  * Serves one unary gRPC call the way recorders' stock gRPC clients make it: `grpc-timeout` as the
@@ -35,7 +35,7 @@ export async function serveGrpcUnary(
   if (timeout.error) return answer(stream, route, { ok: false, error: timeout.error });
   let message: Parameters<typeof runUnaryCall>[1];
   try {
-    message = parse(route, await readBody(stream, options.readMaxBytes + PREFIX_BYTES, headers));
+    message = parseGrpcFrame(route, await readBody(stream, options.readMaxBytes + PREFIX_BYTES, headers));
   } catch (err) {
     return answer(stream, route, { ok: false, error: ConnectError.from(err) });
   }
@@ -44,7 +44,8 @@ export async function serveGrpcUnary(
   answer(stream, route, outcome);
 }
 
-function parse(route: UnaryRoute, body: Buffer) {
+/** The one message of a unary gRPC (or gRPC-Web) request body, or invalid_argument. */
+export function parseGrpcFrame(route: UnaryRoute, body: Buffer) {
   if (body.length < PREFIX_BYTES) {
     throw new ConnectError("a unary call needs exactly one message", Code.InvalidArgument);
   }
@@ -85,12 +86,18 @@ function answer(stream: ServerHttp2Stream, route: UnaryRoute, outcome: CallOutco
     answer(stream, route, { ok: false, error: ConnectError.from(err, Code.Internal) });
     return;
   }
-  const frame = Buffer.allocUnsafe(PREFIX_BYTES + bytes.byteLength);
-  frame[0] = 0;
-  frame.writeUInt32BE(bytes.byteLength, 1);
-  frame.set(bytes, PREFIX_BYTES);
+  const frame = grpcFrame(0, bytes);
   const trailer = outcome.trailer;
   stream.once("wantTrailers", () => stream.sendTrailers(headerObject({ "grpc-status": "0" }, trailer)));
   stream.respond({ ":status": 200, ...headers }, { waitForTrailers: true });
   stream.end(frame);
+}
+
+/** A length-prefixed gRPC frame: flags (0 a message, 0x80 gRPC-Web trailers), length, bytes. */
+export function grpcFrame(flags: number, bytes: Uint8Array): Buffer {
+  const frame = Buffer.allocUnsafe(PREFIX_BYTES + bytes.byteLength);
+  frame[0] = flags;
+  frame.writeUInt32BE(bytes.byteLength, 1);
+  frame.set(bytes, PREFIX_BYTES);
+  return frame;
 }

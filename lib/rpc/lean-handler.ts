@@ -1,15 +1,16 @@
 import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import { connectUnaryFormat, serveConnectUnary } from "./connect-unary.js";
 import { isLeanGrpc, serveGrpcUnary } from "./grpc-unary.js";
+import { isLeanGrpcWeb, serveGrpcWebUnary } from "./grpc-web-unary.js";
 import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 import type { LeanOptions } from "./unary-call.js";
 import type { UnaryRoute } from "./unary-routes.js";
 
 /**
  * The lean path: unary calls in the Connect protocol (POST, binary or JSON, uncompressed) on
- * HTTP/1.1 or HTTP/2 (and, below, in the gRPC protocol on HTTP/2 streams), served straight
+ * HTTP/1.1 or HTTP/2, in gRPC-Web (binary), and (below) in gRPC on HTTP/2 streams, served straight
  * from the request with the same ServiceImpl handlers and interceptors. It answers whether it took
- * the request; what it does not take (streams, gRPC-Web, Connect GET, compressed bodies, unknown
+ * the request; what it does not take (streams, gRPC-Web text, Connect GET, compressed bodies, unknown
  * paths) goes to connect-node, which answers it as before.
  */
 export function createLeanHandler(
@@ -25,6 +26,10 @@ export function createLeanHandler(
       const encoding = req.headers["content-encoding"];
       if (encoding !== undefined && encoding !== "identity") return false;
       void serveConnectUnary(route, format, req, res, options);
+      return true;
+    }
+    if (isLeanGrpcWeb(req)) {
+      void serveGrpcWebUnary(route, req, res, options);
       return true;
     }
     return false;

@@ -236,7 +236,7 @@ describe("the lean internal hop", () => {
     }
   });
 
-  it("answers bytes that are not the method's input as invalid_argument, in Connect and gRPC", async () => {
+  it("answers bytes that are not the method's input as invalid_argument, in Connect, gRPC-Web and gRPC", async () => {
     const path = `/${RecorderService.typeName}/CheckIn`;
     const connect = await fetch(`${lean.url}${path}`, {
       method: "POST",
@@ -251,6 +251,13 @@ describe("the lean internal hop", () => {
       body: "{not json",
     });
     expect(json.status).toBe(400);
+    const web = await fetch(`${lean.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+proto" },
+      body: Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]),
+    });
+    expect(web.status).toBe(200);
+    expect(Buffer.from(await web.arrayBuffer()).toString("latin1")).toContain("grpc-status: 3\r\n");
 
     const session = http2.connect(lean.url);
     try {

@@ -1,0 +1,78 @@
+import { toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { grpcFrame, PREFIX_BYTES, parseGrpcFrame } from "./grpc-unary.js";
+import {
+  type HttpRequest,
+  type HttpResponse,
+  headerObject,
+  headerValue,
+  isAnswerable,
+  readBody,
+} from "./http-exchange.js";
+import { type CallOutcome, callOf, type LeanOptions, runUnaryCall } from "./unary-call.js";
+import type { UnaryRoute } from "./unary-routes.js";
+
+/** Whether a request is gRPC-Web (binary protobuf, uncompressed) that the lean path takes. */
+export function isLeanGrpcWeb(req: HttpRequest): boolean {
+  const type = req.headers["content-type"];
+  if (type !== "application/grpc-web" && type !== "application/grpc-web+proto") return false;
+  const encoding = req.headers["grpc-encoding"];
+  return encoding === undefined || encoding === "identity";
+}
+
+const TRAILER_FLAG = 0x80;
+
+/**
+ * Serves one unary gRPC-Web call (binary; the base64 `-text` variant goes to connect-node): the
+ * gRPC request framing, and the status as a trailer frame at the end of the body. Bytes that are
+ * not one message of the input type are `invalid_argument`, as in the other protocols.
+ */
+export async function serveGrpcWebUnary(
+  route: UnaryRoute,
+  req: HttpRequest,
+  res: HttpResponse,
+  options: LeanOptions,
+): Promise<void> {
+  const timeout = parseTimeout(headerValue(req.headers["grpc-timeout"]) ?? null, Number.MAX_SAFE_INTEGER);
+  if (timeout.error) return answer(res, route, { ok: false, error: timeout.error });
+  let message: Parameters<typeof runUnaryCall>[1];
+  try {
+    message = parseGrpcFrame(route, await readBody(req, options.readMaxBytes + PREFIX_BYTES));
+  } catch (err) {
+    return answer(res, route, { ok: false, error: ConnectError.from(err) });
+  }
+  const outcome = await runUnaryCall(
+    callOf(route, "grpc", req, res, timeout.timeoutMs, options),
+    message,
+    options.interceptors,
+  );
+  answer(res, route, outcome);
+}
+
+function answer(res: HttpResponse, route: UnaryRoute, outcome: CallOutcome): void {
+  if (!isAnswerable(res)) return;
+  const trailer = headerObject({}, outcome.trailer);
+  let frames: Buffer[] = [];
+  if (outcome.ok) {
+    try {
+      frames = [grpcFrame(0, toBinary(route.method.output, outcome.message))];
+      trailer["grpc-status"] = "0";
+    } catch (err) {
+      headerObject(trailer, setTrailerStatus(new Headers(), ConnectError.from(err, Code.Internal)));
+    }
+  } else {
+    headerObject(trailer, outcome.error.metadata);
+    headerObject(trailer, setTrailerStatus(new Headers(), outcome.error));
+  }
+  const lines = Object.entries(trailer)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join("");
+  frames.push(grpcFrame(TRAILER_FLAG, Buffer.from(lines)));
+  const body = Buffer.concat(frames);
+  const headers = headerObject({}, outcome.header);
+  headers["content-type"] = "application/grpc-web+proto";
+  headers["content-length"] = String(body.length);
+  res.writeHead(200, headers);
+  res.end(body);
+}

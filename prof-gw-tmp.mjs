@@ -1,0 +1,12 @@
+const { startDistributedSystem } = await import("/work/main/dist/test/system.js");
+const { provisionTenant } = await import("/work/main/dist/test/http.js");
+const sys = await startDistributedSystem({ nodeArgs: ["--cpu-prof", "--cpu-prof-dir=/tmp/prof3"] });
+const t = await provisionTenant(sys, { rateLimitRps: 1000000, rateLimitBurst: 1000000 });
+const headers = t.bearer();
+for (let i = 0; i < 20; i++) await fetch(`${sys.baseUrl}/v1/api/servers`, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ name: `s${i}` }) });
+const { Agent, request } = await import("undici");
+const agent = new Agent({ connections: 64 });
+let n = 0; const t0 = Date.now();
+await Promise.all(Array.from({ length: 64 }, async () => { while (Date.now() - t0 < 15000) { const r = await request(`${sys.baseUrl}/v1/api/servers`, { headers, dispatcher: agent }); await r.body.text(); if (r.statusCode !== 200) throw new Error(String(r.statusCode)); n++; } }));
+console.log("req/s", Math.round(n / 15));
+await sys.stop();
