@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { internalTokenInterceptor } from "../lib/rpc/internal-token.js";
+import { keepByteOrderMarks } from "../lib/rpc/text-encoding.js";
 import { createClients } from "./command.js";
 import { helpText, parseCommandLine, runCommand } from "./commands.js";
 import { type CallContext, failureOf, usageError } from "./output.js";
@@ -33,6 +34,7 @@ async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<nu
     }
     call.command = invocation.name;
     call.baseUrl = baseUrlOf(env.REPLAYCTL_URL);
+    keepByteOrderMarks();
     // The one HTTP/2 session must not hold the process open once the call is done. connect-node
     // unrefs an idle session and its timers, so the event loop empties as soon as the answer is
     // read. Aborting the session explicitly instead can make node's http2 raise an unhandled

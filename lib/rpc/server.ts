@@ -7,6 +7,7 @@ import { boundUrl } from "./bound-url.js";
 import { readTrustedContext } from "./context.js";
 import { errorInterceptor } from "./errors.js";
 import { isAdmitted, refuseUnauthenticated } from "./internal-token.js";
+import { textGuard } from "./text-guard.js";
 
 const log = logger("lib:rpc:server");
 
@@ -41,7 +42,7 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
   // call's own signal just the same.
   const adapter = connectNodeAdapter({
     routes: options.routes,
-    interceptors: [errorInterceptor, ...(options.interceptors ?? [])],
+    interceptors: [errorInterceptor, textGuard, ...(options.interceptors ?? [])],
     contextValues: readTrustedContext,
     // Requests to services are small; anything larger is a bug or abuse.
     readMaxBytes: 4 * 1024 * 1024,
