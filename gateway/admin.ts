@@ -12,6 +12,7 @@ import { newId, parseUuid } from "../lib/ids.js";
 import { keysetAfter, keysetPage } from "../lib/page/keyset.js";
 import { pageSizeOf } from "../lib/page/size.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
+import { hasControl, trimWhiteSpace } from "../lib/text.js";
 import { hashApiKey, mintApiKey } from "./auth/api-key.js";
 import type { KeyCache } from "./auth/key-cache.js";
 import { parseScopes, type Scope } from "./auth/scopes.js";
@@ -74,6 +75,19 @@ function pageOf(req: { pageSize?: number; pageToken: string }) {
   return { pageSize, after: keysetAfter(req.pageToken) };
 }
 
+/**
+ * A tenant's display name, cleaned as every name is (decisions.md §1, §4: Unicode White_Space
+ * trimmed at both ends, nothing else) and refused with INVALID_NAME when it holds a control
+ * character (the server-name rule of §1; the contract sets no other rule for tenant names, so it
+ * may be empty, as an unset one is). Undefined stays unset.
+ */
+export function parseTenantName(raw: string | undefined): string | undefined {
+  if (raw === undefined) return undefined;
+  const name = trimWhiteSpace(raw);
+  if (hasControl(name)) throw new DomainError("INVALID_NAME", "a tenant name must not contain control characters");
+  return name;
+}
+
 const timestampOrUnset = (date: Date | null) => (date ? timestampFromDate(date) : undefined);
 
 /**
@@ -92,7 +106,7 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
   return {
     async createTenant(req) {
       const plan: PlanInput = {
-        name: req.name ?? defaultPlan.name,
+        name: parseTenantName(req.name) ?? defaultPlan.name,
         serverLimit: planField(req.serverLimit, "server limit", 0) ?? defaultPlan.serverLimit,
         storageQuotaBytes: planField(req.storageQuotaBytes, "storage quota", 0) ?? defaultPlan.storageQuotaBytes,
         rateLimitRps: planField(req.rateLimitRps, "rate limit rps", 1) ?? defaultPlan.rateLimitRps,
@@ -109,7 +123,7 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
     async updateTenant(req) {
       const tenantId = requireId(req.tenantId, "tenant");
       const plan: Partial<PlanInput> = {
-        name: req.name,
+        name: parseTenantName(req.name),
         serverLimit: planField(req.serverLimit, "server limit", 0),
         storageQuotaBytes: planField(req.storageQuotaBytes, "storage quota", 0),
         rateLimitRps: planField(req.rateLimitRps, "rate limit rps", 1),

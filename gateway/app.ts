@@ -10,6 +10,7 @@ import type { Authenticator } from "./auth/authenticate.js";
 import { toProblem } from "./problem.js";
 import { type RateLimiter, rateLimitHeaders } from "./rate-limit.js";
 import { isContextOverrideHeader, requestIdFrom } from "./request-id.js";
+import { escapeNul } from "./routes/json.js";
 import type { Route, RouteCall } from "./routes/route.js";
 import { findMemberById, type MemberRow } from "./store.js";
 
@@ -356,7 +357,10 @@ async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply
   req.routeCall = {
     tenantId,
     actor,
-    params: req.params as Record<string, string>,
+    // Every path parameter is an id: one holding U+0000 goes on as sent, for its id code.
+    params: Object.fromEntries(
+      Object.entries(req.params as Record<string, string>).map(([name, value]) => [name, escapeNul(value)]),
+    ),
     rawQuery,
     body: req.body as Buffer | undefined,
     headers: req.headers,

@@ -900,6 +900,26 @@ describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
         const res = await call(url0, "GET", "/v1/replays", authorization(sign(t.signer, "GET", "/v1/replays", { ts })));
         expectProblem(res, 401, "REQUEST_EXPIRED", `a ${ts.length}-digit ts`);
       }
+      // Leading zeros are digits of a plain decimal integer (decisions.md §2): signed as sent, the
+      // value decides the window.
+      const zeros = `00${Date.now()}`;
+      const accepted = await call(
+        url0,
+        "GET",
+        "/v1/replays",
+        authorization(sign(t.signer, "GET", "/v1/replays", { ts: zeros })),
+      );
+      expect(accepted.status, accepted.text).toBe(200);
+      const far = `0${now - 310_000}`;
+      expectProblem(
+        await call(url0, "GET", "/v1/replays", authorization(sign(t.signer, "GET", "/v1/replays", { ts: far }))),
+        401,
+        "REQUEST_EXPIRED",
+        "a far ts with a leading zero",
+      );
+      // The signature covers the ts as sent: the same value without its zeros is another string.
+      const stripped = authorization({ ...sign(t.signer, "GET", "/v1/replays", { ts: zeros }), ts: zeros.slice(2) });
+      expectProblem(await call(url0, "GET", "/v1/replays", stripped), 401, "INVALID_SIGNATURE");
       for (const offset of [-290_000, 290_000]) {
         const res = await call(
           url0,

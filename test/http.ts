@@ -113,7 +113,10 @@ export function rawRequest(
     socket.on("data", (chunk: Buffer) => chunks.push(chunk));
     socket.on("error", reject);
     socket.on("end", () => {
-      const text = Buffer.concat(chunks).toString("utf8");
+      // Interim answers (100 Continue to an Expect header) come first; the final one is what counts.
+      const text = Buffer.concat(chunks)
+        .toString("utf8")
+        .replace(/^(?:HTTP\/1\.1 1\d\d[^\r]*\r\n(?:[^\r]+\r\n)*\r\n)+/, "");
       const at = text.indexOf("\r\n\r\n");
       const head = at === -1 ? text : text.slice(0, at);
       const raw = at === -1 ? "" : text.slice(at + 4);

@@ -74,8 +74,8 @@ describe("parseSignatureAuthorization: accepted headers", () => {
     });
   });
 
-  it("takes a plain decimal ts of any length (the window, not the parser, refuses a far one)", () => {
-    for (const ts of ["1700000000000000", "9".repeat(40)]) {
+  it("takes a plain decimal ts of any length, leading zeros included (the window, not the parser, refuses a far one)", () => {
+    for (const ts of ["1700000000000000", "9".repeat(40), "01700000000000", "0", "0000"]) {
       const parsed = parseSignatureAuthorization(header({ ...validParams(), ts }));
       expect(parsed.ok && parsed.params.ts, ts).toBe(ts);
     }
@@ -186,10 +186,6 @@ describe("parseSignatureAuthorization: INVALID_SIGNATURE", () => {
     ["a fractional ts", () => header(withValue("ts", "1700000000000.5"))],
     ["a ts in exponent form", () => header(withValue("ts", "1.7e12"))],
     ["a hexadecimal ts", () => header(withValue("ts", "0x18BCFE56800"))],
-    [
-      "a ts with leading zeros (String(ts) would differ from what was signed)",
-      () => header(withValue("ts", "01700000000000")),
-    ],
     ["a ts with an inner space", () => header(withValue("ts", "17000 00000000"))],
     ["a ts in non-ASCII digits", () => header(withValue("ts", "١٧٠٠٠٠٠٠٠٠٠٠٠"))],
     ["a missing nonce", () => header(without("nonce"))],

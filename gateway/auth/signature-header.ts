@@ -25,10 +25,10 @@ export type SignatureHeaderResult = { ok: true; params: SignatureParams } | { ok
 
 const PARAM_NAMES = new Set(["tenant", "ts", "nonce", "kid", "sig"]);
 
-// decisions.md §2: a plain decimal integer, of any length (one too long to be near now is
-// REQUEST_EXPIRED, not malformed). Leading zeros stay refused, as before: a client whose ts
-// serialises with them is not sending unix milliseconds.
-const TS = /^(?:0|[1-9][0-9]*)$/;
+// decisions.md §2: a plain decimal integer, of any length: ASCII digits and nothing else (no sign,
+// space, fraction or exponent). Leading zeros are digits too: the canonical string signs the ts as
+// sent, and its value decides the window (REQUEST_EXPIRED when far from now), as for any length.
+const TS = /^[0-9]+$/;
 const NONCE = /^[A-Za-z0-9_-]{16,64}$/;
 const SIG = /^[0-9a-f]{64}$/;
 // Only "non-empty" is contractual; a kid outside visible ASCII or longer than this can never be

@@ -1,4 +1,5 @@
 import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
+import { hasNul } from "../../lib/text.js";
 
 /** RFC 3339 UTC with millisecond precision and a Z suffix, or null when unset (decisions.md §1). */
 export function isoOrNull(ts: Timestamp | undefined): string | null {
@@ -7,15 +8,36 @@ export function isoOrNull(ts: Timestamp | undefined): string | null {
 
 /**
  * Reads an optional string field of a JSON body for an RPC request: absent or null is "" (unset);
- * any other non-string JSON type is recorded in `malformed` so the service refuses that field with
- * its own code at its turn in the validation order.
+ * any other non-string JSON type, or a string holding U+0000, is recorded in `malformed` so the
+ * service refuses that field with its own code at its turn in the validation order. (No contract
+ * field can hold U+0000: Postgres cannot store it, and the services refuse it generically as
+ * INVALID_ARGUMENT, so the gateway must not forward one where the field has a code of its own.)
  */
 export function stringField(body: Record<string, unknown>, field: string, malformed: string[]): string {
   const value = body[field];
   if (value === undefined || value === null) return "";
-  if (typeof value === "string") return value;
+  if (typeof value === "string" && !hasNul(value)) return value;
   malformed.push(field);
   return "";
+}
+
+/**
+ * An optional id field of a JSON body (decisions.md §3, which §4's ids follow): null or absent is
+ * not supplied, while "" is supplied and malformed, like any other value that is not an id.
+ */
+export function idField(body: Record<string, unknown>, field: string, malformed: string[]): string {
+  const value = stringField(body, field, malformed);
+  if (value === "" && body[field] === "") malformed.push(field);
+  return value;
+}
+
+/**
+ * An id or page token from a path or query as the service gets it: U+0000 percent-encoded again,
+ * as it was sent. No id or token holds one, so its own rule still refuses it with its own code
+ * (INVALID_SERVER_ID, INVALID_PAGE_TOKEN, ...) instead of the services' generic INVALID_ARGUMENT.
+ */
+export function escapeNul(text: string): string {
+  return text.replaceAll("\u0000", "%00");
 }
 
 /**

@@ -6,7 +6,7 @@ import {
   ServerStatus,
   type ServersService,
 } from "../../gen/replay/servers/v1/servers_pb.js";
-import { isoOrNull, stringField } from "./json.js";
+import { idField, isoOrNull, stringField } from "./json.js";
 import { type Route, type RouteCall, readJsonObject } from "./route.js";
 
 /** The list entry of decisions.md §4; every documented field is present, unset ones null. */
@@ -69,8 +69,8 @@ export function serverRoutes(servers: Client<typeof ServersService>): Route[] {
         const res = await servers.createPendingSetup(
           {
             name: stringField(body, "name", malformedFields),
-            categoryId: stringField(body, "categoryId", malformedFields),
-            sourceServerId: stringField(body, "sourceServerId", malformedFields),
+            categoryId: idField(body, "categoryId", malformedFields),
+            sourceServerId: idField(body, "sourceServerId", malformedFields),
             malformedFields,
           },
           call.rpc,

@@ -13,6 +13,7 @@ import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/prot
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { type Dispatcher, errors, Pool } from "undici";
 import { EXCHANGE_HEADERS } from "./http-exchange.js";
+import { keepByteOrderMarks } from "./text-encoding.js";
 
 export type LeanTransportOptions = {
   baseUrl: string;
@@ -43,6 +44,7 @@ const DEADLINE_GRACE_MS = 1_000;
  * hop does not make today, go through connect-node's own transport.
  */
 export function createLeanTransport(options: LeanTransportOptions): LeanTransport {
+  keepByteOrderMarks();
   const origin = new URL(options.baseUrl);
   const prefix = origin.pathname.replace(/\/$/, "");
   const pool = new Pool(origin.origin, { connections: options.connections ?? 256 });

@@ -10,6 +10,8 @@ import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 import { isAdmitted, refuseUnauthenticated } from "./internal-token.js";
 import { createLeanHandler, createLeanStreamHandler } from "./lean-handler.js";
 import { createDualListener } from "./listener.js";
+import { keepByteOrderMarks } from "./text-encoding.js";
+import { textGuard } from "./text-guard.js";
 import { collectUnaryRoutes, type UnaryRoute } from "./unary-routes.js";
 
 const log = logger("lib:rpc:server");
@@ -42,7 +44,8 @@ export type RpcServerOptions = {
  * and sees the trusted context (tenant, actor, request id).
  */
 export async function createRpcServer(options: RpcServerOptions): Promise<RpcServer> {
-  const interceptors = [errorInterceptor, ...(options.interceptors ?? [])];
+  keepByteOrderMarks();
+  const interceptors = [errorInterceptor, textGuard, ...(options.interceptors ?? [])];
   let unaryRoutes: ReadonlyMap<string, UnaryRoute> = new Map();
   // No shutdownSignal: connect-node links one listener per in-flight call to it (past ten calls,
   // a MaxListenersExceededWarning). Destroying the connections after the grace period aborts every

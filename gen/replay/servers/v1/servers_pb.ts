@@ -270,8 +270,9 @@ export type CreatePendingSetupRequest = Message<"replay.servers.v1.CreatePending
   sourceServerId: string;
 
   /**
-   * Public field names whose JSON value had the wrong type at the gateway ("name", "categoryId",
-   * "sourceServerId"); each is refused with its own code at its turn in the validation order.
+   * Public field names whose JSON value was malformed at the gateway ("name", "categoryId",
+   * "sourceServerId"): the wrong JSON type, a string holding U+0000, or "" for an id (supplied and
+   * malformed, decisions.md §3); each is refused with its own code at its turn in the validation order.
    *
    * @generated from field: repeated string malformed_fields = 4;
    */
@@ -327,7 +328,8 @@ export type RenameServerRequest = Message<"replay.servers.v1.RenameServerRequest
   name: string;
 
   /**
-   * Public field names whose JSON value had the wrong type at the gateway ("name").
+   * Public field names whose JSON value was malformed at the gateway ("name"): the wrong JSON type
+   * or a string holding U+0000.
    *
    * @generated from field: repeated string malformed_fields = 3;
    */
