@@ -11,6 +11,8 @@ import {
   type ServersService,
 } from "../../gen/replay/servers/v1/servers_pb.js";
 import { buildEvent } from "../../lib/bus/events.js";
+import { createBatcher } from "../../lib/db/batch.js";
+import { isDataException } from "../../lib/db/errors.js";
 import type { Db, Tx } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
@@ -18,6 +20,7 @@ import { keysetAfter, keysetPage } from "../../lib/page/keyset.js";
 import { pageSizeOf } from "../../lib/page/size.js";
 import { actorOf, requireTenant } from "../../lib/rpc/context.js";
 import { canSeeSource, requireAccess, requireManager } from "./access.js";
+import { type CheckIn, foldCheckIns } from "./checkin.js";
 import { parseName } from "./name.js";
 import { checkInTime, parseServerId, parseSetupInput } from "./setup.js";
 import { isOnline } from "./status.js";
@@ -242,41 +245,88 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
   };
 }
 
+/** The most check-ins in one statement, and the statements at once (each holds a pool connection). */
+const CHECK_IN_BATCH_MAX = 256;
+const CHECK_IN_BATCHES_RUNNING_MAX = 2;
+
+/** A check-in's outcome within its batch: undefined when it succeeded, else the error its caller gets. */
+type CheckInOutcome = { error: unknown } | undefined;
+
 /**
  * Recorder check-in (spec "Server status"): a pending setup's first check-in connects it, every
  * check-in sets lastSeenAt (and pluginVersion when sent); deauthorised servers are refused. The
- * status is derived from lastSeenAt at read time, never by a timer.
+ * status is derived from lastSeenAt at read time, never by a timer. Concurrent check-ins are
+ * grouped per tick into one statement (checkInBatch); each caller still gets its own answer.
  */
 export function createRecorderService(deps: ServersDeps): ServiceImpl<typeof RecorderService> {
   const { db } = deps;
+  const checkIn = createBatcher<CheckIn, CheckInOutcome>({
+    run: (batch) => checkInBatch(db, batch),
+    maxBatch: CHECK_IN_BATCH_MAX,
+    maxRunning: CHECK_IN_BATCHES_RUNNING_MAX,
+    // One check-in's value that Postgres refuses fails it alone, as it did before batching.
+    isolate: isDataException,
+  });
   return {
     async checkIn(req) {
       const serverId = parseServerId(req.serverId);
       const now = deps.now();
       const at = checkInTime(req.at ? timestampDate(req.at) : undefined, now);
-      const answer = (lastSeenAt: Date) => ({
+      const outcome = await checkIn({ serverId, at, pluginVersion: req.pluginVersion });
+      if (outcome) throw outcome.error;
+      return {
         serverId,
-        status: isOnline("connected", lastSeenAt, now) ? ServerStatus.ONLINE : ServerStatus.OFFLINE,
-        lastSeenAt: timestampFromDate(lastSeenAt),
-      });
-      // The heartbeat of a connected server is one UPDATE; the rest is the rare first connect.
-      const seen = await store.updateServerSeen(db, serverId, at, req.pluginVersion);
-      if (seen) return answer(seen.last_seen_at);
-      await db.transaction(async (tx) => {
-        const row = await store.findServerForCheckIn(tx, serverId, true);
-        if (!row) throw notFound(serverId);
-        if (row.state === "deauthorised")
-          throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} was deauthorised`);
-        if (row.state === "pending") {
-          await store.updateServerConnected(tx, serverId, at, req.pluginVersion);
-          await store.enqueueEvent(tx, buildEvent("servers.server.connected", { tenantId: row.tenant_id, serverId }));
-        } else {
-          // Connected between the UPDATE above and this lock: a concurrent first check-in won. The
-          // update runs on this transaction, which holds the row lock (never on the pool behind it).
-          await store.updateServerSeen(tx, serverId, at, req.pluginVersion);
-        }
-      });
-      return answer(at);
+        status: isOnline("connected", at, now) ? ServerStatus.ONLINE : ServerStatus.OFFLINE,
+        lastSeenAt: timestampFromDate(at),
+      };
     },
   };
+}
+
+/**
+ * One batch of check-ins, each with the outcome it would have had alone, as if they ran one after
+ * another in the batch's order. The heartbeats of connected servers are one statement for the
+ * whole batch; the rest (a pending setup's first check-in, or a refusal) run each on its own, and
+ * those of one server in the batch's order. A failure of the statement fails the batch.
+ */
+async function checkInBatch(db: Db, batch: readonly CheckIn[]): Promise<CheckInOutcome[]> {
+  const seen = await store.updateServersSeen(db, foldCheckIns(batch));
+  const outcomes: CheckInOutcome[] = batch.map(() => undefined);
+  // The rest, by server: the indexes of its check-ins in the batch, in order.
+  const rest = new Map<string, number[]>();
+  batch.forEach(({ serverId }, i) => {
+    if (seen.has(serverId)) return;
+    const indexes = rest.get(serverId);
+    if (indexes) indexes.push(i);
+    else rest.set(serverId, [i]);
+  });
+  await Promise.all(
+    [...rest.values()].map(async (indexes) => {
+      for (const i of indexes) {
+        outcomes[i] = await connectOrRefuse(db, batch[i] as CheckIn).then(
+          () => undefined,
+          (error: unknown) => ({ error }),
+        );
+      }
+    }),
+  );
+  return outcomes;
+}
+
+/** A check-in of a server that is not connected: connects a pending setup, refuses the others. */
+async function connectOrRefuse(db: Db, { serverId, at, pluginVersion }: CheckIn): Promise<void> {
+  await db.transaction(async (tx) => {
+    const row = await store.findServerForCheckIn(tx, serverId, true);
+    if (!row) throw notFound(serverId);
+    if (row.state === "deauthorised")
+      throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} was deauthorised`);
+    if (row.state === "pending") {
+      await store.updateServerConnected(tx, serverId, at, pluginVersion);
+      await store.enqueueEvent(tx, buildEvent("servers.server.connected", { tenantId: row.tenant_id, serverId }));
+    } else {
+      // Connected since the batch's UPDATE: by a concurrent first check-in, or an earlier one of the
+      // batch. The update runs on this transaction, which holds the row lock (never on the pool).
+      await store.updateServerSeen(tx, serverId, at, pluginVersion);
+    }
+  });
 }
