@@ -81,6 +81,27 @@ describe("createBatcher", () => {
     expect(mostRunning).toBe(2);
   });
 
+  it("ends a run's turn when it resolves, though a result is a promise that settles later", async () => {
+    const slow = deferred();
+    const runs: number[][] = [];
+    const batch = createBatcher<number, Promise<number>>({
+      maxBatch: 100,
+      maxRunning: 1,
+      run: async (items) => {
+        runs.push([...items]);
+        return items.map((item) => (item === 1 ? slow.promise.then(() => 10) : Promise.resolve(item * 2)));
+      },
+    });
+    const first = batch(1);
+    await nextTick();
+    await nextTick();
+    // The first run's item 1 has not settled, yet the next run starts and answers.
+    expect(await batch(2)).toBe(4);
+    expect(runs).toEqual([[1], [2]]);
+    slow.resolve();
+    expect(await first).toBe(10);
+  });
+
   it("fails every call of a failed run, and only those", async () => {
     const { batch, runs } = recorded({
       maxBatch: 2,

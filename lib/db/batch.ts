@@ -1,6 +1,10 @@
 /** How a batcher groups its calls into runs: see createBatcher. */
 export type BatchOptions<I, O> = {
-  /** Runs one batch: resolves to one result per item, in the items' order. */
+  /**
+   * Runs one batch: resolves to one result per item, in the items' order. A result may be a
+   * promise, for work of an item that need not hold the run's turn: the run ends (and the next may
+   * start) when `run` resolves, and the item's call settles as that promise does.
+   */
   run(items: readonly I[]): Promise<readonly O[]>;
   /** The most items in one run; calls beyond it go into the next run. */
   maxBatch: number;

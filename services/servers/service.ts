@@ -245,9 +245,13 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
   };
 }
 
-/** The most check-ins in one statement, and the statements at once (each holds a pool connection). */
+/**
+ * The most check-ins in one statement, and the statements at once: one, so that the calls that
+ * arrive while it runs go together into the next (measured: bigger batches, less Postgres CPU per
+ * check-in and no worse latency than two or four at once).
+ */
 const CHECK_IN_BATCH_MAX = 256;
-const CHECK_IN_BATCHES_RUNNING_MAX = 2;
+const CHECK_IN_BATCHES_RUNNING_MAX = 1;
 
 /** A check-in's outcome within its batch: undefined when it succeeded, else the error its caller gets. */
 type CheckInOutcome = { error: unknown } | undefined;
@@ -260,7 +264,7 @@ type CheckInOutcome = { error: unknown } | undefined;
  */
 export function createRecorderService(deps: ServersDeps): ServiceImpl<typeof RecorderService> {
   const { db } = deps;
-  const checkIn = createBatcher<CheckIn, CheckInOutcome>({
+  const checkIn = createBatcher<CheckIn, Promise<CheckInOutcome>>({
     run: (batch) => checkInBatch(db, batch),
     maxBatch: CHECK_IN_BATCH_MAX,
     maxRunning: CHECK_IN_BATCHES_RUNNING_MAX,
@@ -286,31 +290,30 @@ export function createRecorderService(deps: ServersDeps): ServiceImpl<typeof Rec
 /**
  * One batch of check-ins, each with the outcome it would have had alone, as if they ran one after
  * another in the batch's order. The heartbeats of connected servers are one statement for the
- * whole batch; the rest (a pending setup's first check-in, or a refusal) run each on its own, and
- * those of one server in the batch's order. A failure of the statement fails the batch.
+ * whole batch, and the batch's turn ends with it. The rest (a pending setup's first check-in, or a
+ * refusal) then run each on its own, those of one server one after another in the batch's order;
+ * their callers get them through the promises returned. A failure of the statement fails the batch.
  */
-async function checkInBatch(db: Db, batch: readonly CheckIn[]): Promise<CheckInOutcome[]> {
+async function checkInBatch(db: Db, batch: readonly CheckIn[]): Promise<Promise<CheckInOutcome>[]> {
   const seen = await store.updateServersSeen(db, foldCheckIns(batch));
-  const outcomes: CheckInOutcome[] = batch.map(() => undefined);
-  // The rest, by server: the indexes of its check-ins in the batch, in order.
-  const rest = new Map<string, number[]>();
-  batch.forEach(({ serverId }, i) => {
-    if (seen.has(serverId)) return;
-    const indexes = rest.get(serverId);
-    if (indexes) indexes.push(i);
-    else rest.set(serverId, [i]);
+  const previous = new Map<string, Promise<CheckInOutcome>>();
+  return batch.map((checkIn) => {
+    if (seen.has(checkIn.serverId)) return Promise.resolve(undefined);
+    // The first of a server missed the statement; a later one follows it as a call of its own would.
+    const before = previous.get(checkIn.serverId);
+    const outcome = (before ? before.then(() => checkInAlone(db, checkIn)) : connectOrRefuse(db, checkIn)).then(
+      () => undefined,
+      (error: unknown) => ({ error }),
+    );
+    previous.set(checkIn.serverId, outcome);
+    return outcome;
   });
-  await Promise.all(
-    [...rest.values()].map(async (indexes) => {
-      for (const i of indexes) {
-        outcomes[i] = await connectOrRefuse(db, batch[i] as CheckIn).then(
-          () => undefined,
-          (error: unknown) => ({ error }),
-        );
-      }
-    }),
-  );
-  return outcomes;
+}
+
+/** A check-in on its own: the heartbeat's one-row UPDATE, else the connect or the refusal. */
+async function checkInAlone(db: Db, checkIn: CheckIn): Promise<void> {
+  if (!(await store.updateServerSeen(db, checkIn.serverId, checkIn.at, checkIn.pluginVersion)))
+    await connectOrRefuse(db, checkIn);
 }
 
 /** A check-in of a server that is not connected: connects a pending setup, refuses the others. */
