@@ -512,8 +512,8 @@ function explain(find: (target: TargetName, concurrency: number) => Run | undefi
 
 /**
  * The last line on stdout, for scripts: `{"bench":"servers","ratio":{"1":n,"16":n,"64":n},...}` with
- * the headline ratios (grpc-direct / pg-update check-ins per second), and per concurrency the rates
- * and p50/p99 latencies of both sides.
+ * the headline ratios (grpc-direct / pg-update check-ins per second), and per concurrency the rates,
+ * p50/p99 latencies and CPU µs per check-in by process of both sides.
  */
 function summaryLine(
   runs: readonly Run[],
@@ -524,9 +524,17 @@ function summaryLine(
     Object.fromEntries(CONCURRENCY.map((c) => [String(c), value(c)]));
   const side = (target: TargetName, c: number) => {
     const r = runs.find((run) => run.target === target && run.concurrency === c)?.result;
-    return r
-      ? { rps: Math.round(r.rps), p50Ms: round(r.latency.p50Ms) ?? null, p99Ms: round(r.latency.p99Ms) ?? null }
-      : null;
+    if (!r || r.requests === 0) return null;
+    // CPU µs per check-in by process: where the time goes, for scripts too.
+    const cpuUs = Object.fromEntries(
+      CPU_LABELS.map((label) => [label, Math.round(((r.cpuMs[label] ?? 0) * 1000) / r.requests)]),
+    );
+    return {
+      rps: Math.round(r.rps),
+      p50Ms: round(r.latency.p50Ms) ?? null,
+      p99Ms: round(r.latency.p99Ms) ?? null,
+      cpuUs,
+    };
   };
   const ratio = (c: number) => round(ratios[c]?.grpcOverPg) ?? null;
   return JSON.stringify({
