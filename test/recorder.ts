@@ -9,36 +9,55 @@ import {
 } from "../gen/replay/servers/v1/recorder_pb.js";
 import { internalTokenHeaders } from "../lib/rpc/internal-token.js";
 
+export type CheckInOptions = { pluginVersion?: string; at?: Date; token?: string };
+
 /**
  * A recorder's check-in through a stock gRPC client (@grpc/grpc-js), as recorder infrastructure
  * would send it: proves the services speak standard gRPC, not only Connect.
  */
-export function grpcCheckIn(
+export async function grpcCheckIn(
   baseUrl: string,
   serverId: string,
-  opts: { pluginVersion?: string; at?: Date; token?: string } = {},
+  opts: CheckInOptions = {},
 ): Promise<CheckInResponse> {
+  const recorder = grpcRecorder(baseUrl);
+  try {
+    return await recorder.checkIn(serverId, opts);
+  } finally {
+    recorder.close();
+  }
+}
+
+/** One stock gRPC channel for many check-ins, sent as soon as they are made (concurrent calls on one connection). */
+export function grpcRecorder(baseUrl: string): {
+  checkIn(serverId: string, opts?: CheckInOptions): Promise<CheckInResponse>;
+  close(): void;
+} {
   const client = new grpc.Client(new URL(baseUrl).host, grpc.credentials.createInsecure());
-  const request = create(CheckInRequestSchema, {
-    serverId,
-    pluginVersion: opts.pluginVersion ?? "",
-    at: opts.at ? timestampFromDate(opts.at) : undefined,
-  });
-  return new Promise((resolve, reject) => {
-    client.makeUnaryRequest(
-      `/${RecorderService.typeName}/CheckIn`,
-      (message: typeof request) => Buffer.from(toBinary(CheckInRequestSchema, message)),
-      (bytes: Buffer) => fromBinary(CheckInResponseSchema, bytes),
-      request,
-      metadataOf(internalTokenHeaders(opts.token)),
-      { deadline: Date.now() + 10_000 },
-      (err, res) => {
-        client.close();
-        if (err || !res) reject(err ?? new Error("no response"));
-        else resolve(res);
-      },
-    );
-  });
+  return {
+    checkIn(serverId, opts = {}) {
+      const request = create(CheckInRequestSchema, {
+        serverId,
+        pluginVersion: opts.pluginVersion ?? "",
+        at: opts.at ? timestampFromDate(opts.at) : undefined,
+      });
+      return new Promise((resolve, reject) => {
+        client.makeUnaryRequest(
+          `/${RecorderService.typeName}/CheckIn`,
+          (message: typeof request) => Buffer.from(toBinary(CheckInRequestSchema, message)),
+          (bytes: Buffer) => fromBinary(CheckInResponseSchema, bytes),
+          request,
+          metadataOf(internalTokenHeaders(opts.token)),
+          { deadline: Date.now() + 10_000 },
+          (err, res) => {
+            if (err || !res) reject(err ?? new Error("no response"));
+            else resolve(res);
+          },
+        );
+      });
+    },
+    close: () => client.close(),
+  };
 }
 
 function metadataOf(headers: Record<string, string>): grpc.Metadata {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { testDbModes } from "./_testing.js";
-import { isUniqueViolation } from "./errors.js";
+import { isDataException, isUniqueViolation } from "./errors.js";
 
 describe.each(testDbModes())("isUniqueViolation ($name)", ({ open }) => {
   it("recognises a duplicate key of the named constraint, and nothing else", async () => {
@@ -17,5 +17,22 @@ describe.each(testDbModes())("isUniqueViolation ($name)", ({ open }) => {
     expect(isUniqueViolation(notNull)).toBe(false);
     expect(isUniqueViolation(new Error("23505"))).toBe(false);
     expect(isUniqueViolation(undefined)).toBe(false);
+  });
+});
+
+describe.each(testDbModes())("isDataException ($name)", ({ open }) => {
+  it("recognises a value the database refuses, or one the adapter cannot encode, and no other failure", async () => {
+    await using testDb = await open("shop");
+    const { db } = testDb;
+    const refused = (text: string, params: unknown[]) => db.query(text, params).catch((err: unknown) => err);
+    expect(isDataException(await refused("SELECT $1::text[]", [["nul\u0000"]]))).toBe(true);
+    expect(isDataException(await refused("SELECT $1::timestamptz", [new Date(-8.6e15)]))).toBe(true);
+    expect(isDataException(await refused("SELECT 1 / $1::int", [0]))).toBe(true);
+    expect(isDataException(await refused("SELECT $1::int", ["x"]))).toBe(true);
+    expect(isDataException(new RangeError("Invalid time value"))).toBe(true);
+    expect(isDataException(await refused("SELECT * FROM shop.missing", []))).toBe(false);
+    expect(isDataException(new Error("Connection terminated unexpectedly"))).toBe(false);
+    expect(isDataException({ code: "ECONNREFUSED" })).toBe(false);
+    expect(isDataException(undefined)).toBe(false);
   });
 });

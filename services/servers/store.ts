@@ -1,6 +1,7 @@
 import type { OutgoingEvent } from "../../lib/bus/events.js";
 import { enqueue } from "../../lib/bus/outbox.js";
 import type { Queryable, Tx } from "../../lib/db/types.js";
+import type { CheckIn } from "./checkin.js";
 
 export type ServerState = "pending" | "connected" | "deauthorised";
 
@@ -95,6 +96,33 @@ export async function updateServerSeen(
     [serverId, at, pluginVersion],
   );
   return rows[0];
+}
+
+/**
+ * The check-ins of connected servers, in one statement for a whole batch: the common case of every
+ * heartbeat. `checkIns` holds one check-in per server (see foldCheckIns). The rows are locked in
+ * server id order before the update, so batches that share servers never deadlock. Returns the ids
+ * updated; servers not connected (pending, deauthorised or unknown) are not among them.
+ */
+export async function updateServersSeen(q: Queryable, checkIns: readonly CheckIn[]): Promise<Set<string>> {
+  const { rows } = await q.query<{ server_id: string }>(
+    `WITH seen AS (
+       SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[]) AS c (server_id, at, plugin_version)
+     ), locked AS MATERIALIZED (
+       SELECT s.server_id FROM servers.server s JOIN seen USING (server_id)
+        WHERE s.state = 'connected'
+        ORDER BY s.server_id
+          FOR UPDATE OF s
+     )
+     UPDATE servers.server s
+        SET last_seen_at = seen.at, plugin_version = COALESCE(NULLIF(seen.plugin_version, ''), s.plugin_version),
+            updated_at = now()
+       FROM locked JOIN seen USING (server_id)
+      WHERE s.server_id = locked.server_id AND s.state = 'connected'
+     RETURNING s.server_id`,
+    [checkIns.map((c) => c.serverId), checkIns.map((c) => c.at), checkIns.map((c) => c.pluginVersion)],
+  );
+  return new Set(rows.map((row) => row.server_id));
 }
 
 export async function updateServerConnected(tx: Tx, serverId: string, at: Date, pluginVersion: string): Promise<void> {

@@ -2,7 +2,7 @@
 // the last line on stdout.
 import { readFileSync } from "node:fs";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { createClient } from "@connectrpc/connect";
+import { createClient, type HandlerContext } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import autocannon from "autocannon";
@@ -177,20 +177,27 @@ async function pgCheckInDriver(
   });
 }
 
-/** The servers service's check-in query by construction: its store on lib/db's pool, no RPC around it. */
-async function storeCheckInDriver(
-  target: Extract<LoadTarget, { kind: "store-checkin" }>,
+/**
+ * The servers service's check-in without the RPC around it: its RecorderService handler (batching
+ * and store) on lib/db's pg pool of the service's default size, called in this process.
+ */
+async function serviceCheckInDriver(
+  target: Extract<LoadTarget, { kind: "service-checkin" }>,
   connections: number,
 ): Promise<Driver> {
   // Imported here: only this target needs the service's modules.
   const { createPgDb } = await import("../../lib/db/db.js");
-  const { updateServerSeen } = await import("../../services/servers/store.js");
-  const db = createPgDb({ url: target.databaseUrl, schema: "servers", applicationName: "bench-store-checkin" });
+  const { createRecorderService } = await import("../../services/servers/service.js");
+  const db = createPgDb({ url: target.databaseUrl, schema: "servers", applicationName: "bench-service-checkin" });
+  const recorder = createRecorderService({ db, now: () => new Date() });
+  // The check-in handler reads nothing from its context (the RPC layer's part is what is left out).
+  const ctx = {} as HandlerContext;
   return checkInDriver(target.keys, connections, async (serverId, pluginVersion) => {
     try {
-      return (await updateServerSeen(db, serverId, new Date(), pluginVersion)) ? undefined : "no-row";
+      const res = await recorder.checkIn(create(CheckInRequestSchema, { serverId, pluginVersion }), ctx);
+      return res.serverId === serverId && res.status === ServerStatus.ONLINE ? undefined : "not-online";
     } catch (err) {
-      return (err as { code?: string }).code ?? "pg-error";
+      return (err as { code?: unknown }).code?.toString() ?? "error";
     }
   });
 }
@@ -205,8 +212,8 @@ function driverFor(spec: LoadSpec): Driver | Promise<Driver> {
       return grpcCheckInDriver(spec.target, spec.connections);
     case "pg-checkin":
       return pgCheckInDriver(spec.target, spec.connections);
-    case "store-checkin":
-      return storeCheckInDriver(spec.target, spec.connections);
+    case "service-checkin":
+      return serviceCheckInDriver(spec.target, spec.connections);
   }
 }
 

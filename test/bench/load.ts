@@ -6,7 +6,7 @@ import type { LatencySummary } from "./stats.js";
 /**
  * What a load run drives: an HTTP/1.1 endpoint through autocannon, the servers service's ListServers
  * RPC through a Connect client (h2c), recorder check-ins through a stock gRPC client, or a check-in's
- * `UPDATE` through `pg` (bare, or the servers store's own).
+ * bare `UPDATE` through `pg`, or the servers service's check-in handler without the RPC.
  */
 export type LoadTarget =
   | { kind: "http"; url: string; headers?: Record<string, string> }
@@ -35,10 +35,10 @@ export type LoadTarget =
     }
   | {
       /**
-       * The servers service's own check-in UPDATE (its store's updateServerSeen on lib/db's pg pool,
-       * the service's default size), called directly: a check-in without the RPC layer.
+       * The servers service's check-in handler (its batching and store on lib/db's pg pool, the
+       * service's default size), called in the load worker: a check-in without the RPC layer.
        */
-      kind: "store-checkin";
+      kind: "service-checkin";
       databaseUrl: string;
       keys: CheckInKeys;
     };

@@ -1,8 +1,9 @@
 // `npm run bench servers`: recorder check-ins of 10 000 connected servers over internal gRPC (a stock
 // @grpc/grpc-js client straight to the servers service) against a baseline measured in the same run:
 // the check-in's bare UPDATE of one row through `pg` at the same concurrency. Beside them, the same
-// check-ins through the gateway's internal forwarder, and the service's own store without the RPC
-// (where the time goes). Every measured run is checked against the rows it should have written.
+// check-ins through the gateway's internal forwarder, and the service's check-in handler without the
+// RPC (where the time goes). Every measured run is checked against the rows it should have written.
+// The last line on stdout is one JSON object for scripts (summaryLine).
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -31,11 +32,14 @@ const PG_POOL_MAX = 64;
 const PG_HEADROOM = 10;
 
 /**
- * The baseline (B), the measured path (A), the optional forwarder row, and the service's own store
- * called without RPC (a breakdown row, at BREAKDOWN_CONCURRENCY only).
+ * The baseline (B), the measured path (A), the optional forwarder row, and the service's check-in
+ * handler called without RPC (a breakdown row, at BREAKDOWN_CONCURRENCY only).
  */
-const TARGETS = ["pg-update", "grpc-direct", "grpc-forwarder", "store-update"] as const;
+const TARGETS = ["pg-update", "grpc-direct", "grpc-forwarder", "service-no-rpc"] as const;
 const BREAKDOWN_CONCURRENCY: readonly number[] = [1, 64];
+/** Issue 9: batching lets the service beat the bare UPDATE loop at 64 in flight. */
+const TARGET_CONCURRENCY = 64;
+const RATIO_TARGET = 1.0;
 type TargetName = (typeof TARGETS)[number];
 
 const progress = (line: string) => process.stderr.write(`[bench servers] ${line}\n`);
@@ -110,8 +114,8 @@ export async function run(_args: string[]): Promise<void> {
           return { kind: "grpc-checkin", address: new URL(serversUrl).host, keys };
         case "grpc-forwarder":
           return { kind: "grpc-checkin", address: new URL(sys.internalUrl).host, keys };
-        case "store-update":
-          return { kind: "store-checkin", databaseUrl, keys };
+        case "service-no-rpc":
+          return { kind: "service-checkin", databaseUrl, keys };
       }
     };
 
@@ -120,7 +124,7 @@ export async function run(_args: string[]): Promise<void> {
     for (const [i, concurrency] of CONCURRENCY.entries()) {
       const order: TargetName[] = i % 2 === 0 ? ["pg-update", "grpc-direct"] : ["grpc-direct", "pg-update"];
       if (forwarder) order.splice(i % 2 === 0 ? 2 : 0, 0, "grpc-forwarder");
-      if (BREAKDOWN_CONCURRENCY.includes(concurrency)) order.push("store-update");
+      if (BREAKDOWN_CONCURRENCY.includes(concurrency)) order.push("service-no-rpc");
       for (const target of order) {
         const pluginVersion = `bench-${target}-${concurrency}`;
         const poolMax = target === "pg-update" ? await baselinePoolSize(db, concurrency) : 0;
@@ -138,7 +142,7 @@ export async function run(_args: string[]): Promise<void> {
         const pgConnections =
           target === "pg-update"
             ? poolMax
-            : target === "store-update"
+            : target === "service-no-rpc"
               ? undefined
               : await connectionsOf(db, "replay-servers");
         runs.push({ target, concurrency, pluginVersion, result, verification, pgConnections });
@@ -184,12 +188,13 @@ export async function run(_args: string[]): Promise<void> {
       "  grpc-direct    = the measured path: @grpc/grpc-js, one channel, N unary calls in flight, to the servers service's own port",
       `  pg-update      = the baseline: the bare UPDATE of one row through pg, N in flight on a pool of min(N, ${PG_POOL_MAX})`,
       "  grpc-forwarder = grpc-direct sent to the gateway's internal port, which forwards RecorderService to the servers service",
-      `  store-update   = breakdown (${BREAKDOWN_CONCURRENCY.join(" and ")} in flight): the service's own updateServerSeen ` +
-        "(its store on lib/db's pg pool, the service's default size of 10) called in the load worker: a check-in without the RPC",
+      `  service-no-rpc = breakdown (${BREAKDOWN_CONCURRENCY.join(" and ")} in flight): the service's check-in handler ` +
+        "(its per-tick batching and store on lib/db's pg pool, the service's default size of 10) called in the load worker: a check-in without the RPC",
       "",
       report.text,
       "",
       `results: ${path}`,
+      summaryLine(runs, report.ratios, failures.length === 0),
       "",
     ].join("\n"),
   );
@@ -387,6 +392,13 @@ function buildReport(runs: Run[], pgSettings: PgSettings) {
     ),
     "",
     "rows written: rows carrying the run's plugin version with last_seen_at past its start / distinct ids it checked in",
+    `ratio at ${TARGET_CONCURRENCY} in flight: ${round(ratios[TARGET_CONCURRENCY]?.grpcOverPg, 2) ?? "-"} (target >= ${RATIO_TARGET}: ${
+      ratios[TARGET_CONCURRENCY]?.grpcOverPg === undefined
+        ? "not measured"
+        : (ratios[TARGET_CONCURRENCY]?.grpcOverPg ?? 0) >= RATIO_TARGET
+          ? "met"
+          : "NOT met"
+    })`,
     "pg conns: the baseline's pool; for gRPC, the servers service's connections to Postgres after the run (its pool)",
     `ratio grpc-direct / pg-update (check-ins/s): ${CONCURRENCY.map((c) => `${c} in flight ${round(ratios[c]?.grpcOverPg, 2) ?? "-"}`).join(", ")}`,
   );
@@ -473,16 +485,17 @@ function explain(find: (target: TargetName, concurrency: number) => Run | undefi
           `calls in flight, so calls beyond that queue in the process; the baseline's pool had ${runB.pgConnections}.`,
       );
     }
-    const store = find("store-update", concurrency)?.result;
-    if (store && store.requests > 0) {
-      const rpcLayer = us(grpc, "servers") - us(store, "generator");
+    const handler = find("service-no-rpc", concurrency)?.result;
+    if (handler && handler.requests > 0) {
+      const rpcLayer = us(grpc, "servers") - us(handler, "generator");
       lines.push(
-        `    the service's own UPDATE through its store, no RPC: ${Math.round(store.rps)} check-ins/s, p50 ${round(store.latency.p50Ms)} ms; ` +
-          `Postgres ${n(us(store, "postgres"))} µs and store + pg client ${n(us(store, "generator"))} µs per check-in ` +
-          `(the bare UPDATE: ${n(us(base, "postgres"))} and ${n(us(base, "generator"))}). So of the servers process's ${n(us(grpc, "servers"))} µs, ` +
-          `~${n(rpcLayer)} µs is the RPC layer (HTTP/2 server, Connect's gRPC handler, protobuf), ` +
-          `and the check-in's SQL and pool account for ${n(us(store, "postgres") - us(base, "postgres"))} µs more in Postgres than the bare UPDATE ` +
-          `(the same SQL reached through gRPC costs Postgres ${n(us(grpc, "postgres"))} µs, at ${Math.round(grpc.rps)} rather than ${Math.round(store.rps)} queries/s).`,
+        `    the service's check-in handler without the RPC (batching, store, pg client): ${Math.round(handler.rps)} check-ins/s, ` +
+          `p50 ${round(handler.latency.p50Ms)} ms; Postgres ${n(us(handler, "postgres"))} µs and handler + pg client ${n(us(handler, "generator"))} µs ` +
+          `per check-in (the bare UPDATE: ${n(us(base, "postgres"))} and ${n(us(base, "generator"))}). So of the servers process's ` +
+          `${n(us(grpc, "servers"))} µs, ~${n(rpcLayer)} µs is the RPC layer (HTTP/2 server, the gRPC handler, protobuf); ` +
+          `Postgres spends ${n(us(handler, "postgres"))} µs per check-in on the handler's statements against ${n(us(base, "postgres"))} µs ` +
+          `on the bare UPDATE (through gRPC: ${n(us(grpc, "postgres"))} µs, at ${Math.round(grpc.rps)} rather than ${Math.round(handler.rps)} check-ins/s, ` +
+          "so smaller batches).",
       );
     }
     const fwd = find("grpc-forwarder", concurrency)?.result;
@@ -495,4 +508,50 @@ function explain(find: (target: TargetName, concurrency: number) => Run | undefi
     }
   }
   return lines;
+}
+
+/**
+ * The last line on stdout, for scripts: `{"bench":"servers","ratio":{"1":n,"16":n,"64":n},...}` with
+ * the headline ratios (grpc-direct / pg-update check-ins per second), and per concurrency the rates,
+ * p50/p99 latencies and CPU µs per check-in by process of both sides.
+ */
+function summaryLine(
+  runs: readonly Run[],
+  ratios: Record<number, { grpcOverPg: number | undefined; forwarderOverPg: number | undefined }>,
+  verified: boolean,
+): string {
+  const perConcurrency = <T>(value: (c: number) => T) =>
+    Object.fromEntries(CONCURRENCY.map((c) => [String(c), value(c)]));
+  const side = (target: TargetName, c: number) => {
+    const r = runs.find((run) => run.target === target && run.concurrency === c)?.result;
+    if (!r || r.requests === 0) return null;
+    // CPU µs per check-in by process: where the time goes, for scripts too.
+    const cpuUs = Object.fromEntries(
+      CPU_LABELS.map((label) => [label, Math.round(((r.cpuMs[label] ?? 0) * 1000) / r.requests)]),
+    );
+    return {
+      rps: Math.round(r.rps),
+      p50Ms: round(r.latency.p50Ms) ?? null,
+      p99Ms: round(r.latency.p99Ms) ?? null,
+      cpuUs,
+    };
+  };
+  const ratio = (c: number) => round(ratios[c]?.grpcOverPg) ?? null;
+  return JSON.stringify({
+    bench: "servers",
+    ratio: perConcurrency(ratio),
+    target: {
+      concurrency: TARGET_CONCURRENCY,
+      ratio: RATIO_TARGET,
+      met: (ratio(TARGET_CONCURRENCY) ?? 0) >= RATIO_TARGET,
+    },
+    p99Ms: perConcurrency((c) => ({
+      grpc: side("grpc-direct", c)?.p99Ms ?? null,
+      baseline: side("pg-update", c)?.p99Ms ?? null,
+    })),
+    grpc: perConcurrency((c) => side("grpc-direct", c)),
+    baseline: perConcurrency((c) => side("pg-update", c)),
+    forwarderRatio: perConcurrency((c) => round(ratios[c]?.forwarderOverPg) ?? null),
+    verified,
+  });
 }

@@ -1,0 +1,20 @@
+/** One recorder check-in, parsed: the server, when it was seen, its plugin version ("" when not sent). */
+export type CheckIn = { serverId: string; at: Date; pluginVersion: string };
+
+/**
+ * The check-ins of one batch as one write per server, leaving each row as applying them one after
+ * another in the batch's order would: the last `at`, and the last plugin version sent (a check-in
+ * without one keeps the stored version). Servers keep the order of their first check-in.
+ */
+export function foldCheckIns(checkIns: readonly CheckIn[]): CheckIn[] {
+  const byServer = new Map<string, CheckIn>();
+  for (const checkIn of checkIns) {
+    const before = byServer.get(checkIn.serverId);
+    byServer.set(checkIn.serverId, {
+      serverId: checkIn.serverId,
+      at: checkIn.at,
+      pluginVersion: checkIn.pluginVersion === "" && before ? before.pluginVersion : checkIn.pluginVersion,
+    });
+  }
+  return [...byServer.values()];
+}
