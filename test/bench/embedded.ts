@@ -2,7 +2,8 @@
 // DATABASE_URL), on a fresh DATA_DIR against a restart on the DATA_DIR the fresh start just made.
 // A fresh DATA_DIR starts from the initdb template (lib/db/embedded-template.ts); a third start with
 // EMBEDDED_TEMPLATE_DIR=off shows what initdb in the process costs. Measured per start: spawn ->
-// /readyz 200, and the process's peak resident memory (VmHWM) once it logged "ready". Runs are
+// /readyz 200, and the process's CPU time and peak resident memory (VmHWM) once it logged "ready"
+// (CPU time is the steadier measure on a shared machine, where wall time follows the load). Runs are
 // interleaved (fresh, restart, initdb; three rounds) and reported as medians.
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -11,7 +12,7 @@ import { join } from "node:path";
 import { defaultTemplateDir, ensureTemplate } from "../../lib/db/embedded-template.js";
 import { freePorts } from "../free-port.js";
 import { childEnv } from "./env.js";
-import { processPeakRssMb } from "./proc.js";
+import { processCpuMs, processPeakRssMb } from "./proc.js";
 import { formatTable, repoRoot, round, writeResults } from "./report.js";
 import { median } from "./stats.js";
 
@@ -25,7 +26,14 @@ const RATIO_TARGET = 1.3;
 
 const VARIANTS = ["fresh", "restart", "initdb"] as const;
 type Variant = (typeof VARIANTS)[number];
-type Start = { variant: Variant; round: number; readyMs: number; peakMb: number | undefined; created: string };
+type Start = {
+  variant: Variant;
+  round: number;
+  readyMs: number;
+  peakMb: number | undefined;
+  cpuMs: number | undefined;
+  created: string;
+};
 
 const progress = (line: string) => process.stderr.write(`[bench embedded] ${line}\n`);
 
@@ -47,7 +55,7 @@ export async function run(_args: string[]): Promise<void> {
         );
         starts.push({ variant, round, ...start });
         progress(
-          `round ${round} ${variant.padEnd(7)} ${Math.round(start.readyMs)} ms to /readyz, peak ${round1(start.peakMb)} MiB (${start.created})`,
+          `round ${round} ${variant.padEnd(7)} ${Math.round(start.readyMs)} ms to /readyz, CPU ${round1(start.cpuMs)} ms, peak ${round1(start.peakMb)} MiB (${start.created})`,
         );
       }
     }
@@ -65,9 +73,13 @@ export async function run(_args: string[]): Promise<void> {
   const summary = Object.fromEntries(
     VARIANTS.map((variant) => [
       variant,
-      { readyMs: medianOf(variant, (s) => s.readyMs), peakMb: medianOf(variant, (s) => s.peakMb) },
+      {
+        readyMs: medianOf(variant, (s) => s.readyMs),
+        cpuMs: medianOf(variant, (s) => s.cpuMs),
+        peakMb: medianOf(variant, (s) => s.peakMb),
+      },
     ]),
-  ) as Record<Variant, { readyMs: number; peakMb: number }>;
+  ) as Record<Variant, { readyMs: number; cpuMs: number; peakMb: number }>;
   const ratio = summary.fresh.readyMs / summary.restart.readyMs;
   const rows = VARIANTS.map((variant) => {
     const own = starts.filter((s) => s.variant === variant);
@@ -75,6 +87,8 @@ export async function run(_args: string[]): Promise<void> {
       variant,
       round(summary[variant].readyMs),
       own.map((s) => Math.round(s.readyMs)).join(", "),
+      round(summary[variant].cpuMs),
+      own.map((s) => round1(s.cpuMs)).join(", "),
       round(summary[variant].peakMb),
       own.map((s) => round1(s.peakMb)).join(", "),
       [...new Set(own.map((s) => s.created))].join(", "),
@@ -98,6 +112,9 @@ export async function run(_args: string[]): Promise<void> {
     freshMs: round(summary.fresh.readyMs),
     restartMs: round(summary.restart.readyMs),
     initdbMs: round(summary.initdb.readyMs),
+    freshCpuMs: round(summary.fresh.cpuMs),
+    restartCpuMs: round(summary.restart.cpuMs),
+    initdbCpuMs: round(summary.initdb.cpuMs),
     freshPeakMiB: round(summary.fresh.peakMb),
     restartPeakMiB: round(summary.restart.peakMb),
     initdbPeakMiB: round(summary.initdb.peakMb),
@@ -110,7 +127,7 @@ export async function run(_args: string[]): Promise<void> {
         `machine: ${cpus().length} cores, shared; node ${process.version}`,
       "fresh: a new DATA_DIR (from the initdb template); restart: the same DATA_DIR again; initdb: a new DATA_DIR with EMBEDDED_TEMPLATE_DIR=off",
       "",
-      formatTable(["start", "ms to /readyz", "runs", "peak RSS MiB", "runs", "database"], rows),
+      formatTable(["start", "ms to /readyz", "runs", "CPU ms", "runs", "peak RSS MiB", "runs", "database"], rows),
       "",
       `fresh / restart: ${round(ratio)} (target <= ${RATIO_TARGET}); initdb / restart: ${round(summary.initdb.readyMs / summary.restart.readyMs)}`,
       `results: ${path}`,
@@ -126,7 +143,7 @@ const round1 = (value: number | undefined) => (value === undefined ? "-" : Math.
 async function measureStart(
   dataDir: string,
   env: Record<string, string>,
-): Promise<{ readyMs: number; peakMb: number | undefined; created: string }> {
+): Promise<{ readyMs: number; peakMb: number | undefined; cpuMs: number | undefined; created: string }> {
   const [port, internalPort] = (await freePorts(2)) as [number, number];
   const output: string[] = [];
   const began = performance.now();
@@ -160,7 +177,8 @@ async function measureStart(
       : /"msg":"embedded database created by initdb"/.test(text)
         ? "initdb"
         : "existing";
-    return { readyMs, peakMb: processPeakRssMb(child.pid as number), created };
+    const pid = child.pid as number;
+    return { readyMs, peakMb: processPeakRssMb(pid), cpuMs: processCpuMs(pid), created };
   } finally {
     await stop(child);
   }
