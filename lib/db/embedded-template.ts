@@ -54,14 +54,14 @@ export function templatePath(cacheDir: string, version = pgliteVersion()): strin
 }
 
 /**
- * Builds this PGlite version's template in cacheDir unless a whole one is there; removes other
- * versions' templates and dead builds. Safe to run concurrently: each build writes its own
+ * Builds this PGlite version's template in cacheDir unless a whole one is there (a damaged one is
+ * rebuilt); removes other versions' templates and dead builds. Safe to run concurrently: each build writes its own
  * temporary directory and the first rename wins.
  */
 export async function ensureTemplate(cacheDir: string): Promise<{ dir: string; created: boolean }> {
   const version = pgliteVersion();
   const dir = templatePath(cacheDir, version);
-  if (readManifest(dir, version).ok) return { dir, created: false };
+  if (isWhole(dir, version)) return { dir, created: false };
   mkdirSync(cacheDir, { recursive: true });
   const building = join(cacheDir, `.build-${process.pid}-${randomBytes(4).toString("hex")}`);
   try {
@@ -73,8 +73,8 @@ export async function ensureTemplate(cacheDir: string): Promise<{ dir: string; c
     const { entries, bytes, sha256 } = digestTree(join(building, PGDATA));
     const manifest: Manifest = { pglite: version, entries, bytes, sha256, createdAt: new Date().toISOString() };
     writeFileSync(join(building, MANIFEST), `${JSON.stringify(manifest, null, 2)}\n`);
-    // A damaged template of this version is replaced; a whole one is never touched.
-    if (existsSync(dir) && !readManifest(dir, version).ok) rmSync(dir, { recursive: true, force: true });
+    // A damaged template of this version is replaced; a whole one (another build's) is never touched.
+    if (existsSync(dir) && !isWhole(dir, version)) rmSync(dir, { recursive: true, force: true });
     try {
       renameSync(building, dir);
     } catch (err) {
@@ -97,6 +97,17 @@ function pruneCache(cacheDir: string, keep: string): void {
     if (path === keep) continue;
     const old = name.startsWith(".build-") && Date.now() - statSync(path).mtimeMs > STALE_BUILD_MS;
     if (name.startsWith("pglite-") || old) rmSync(path, { recursive: true, force: true });
+  }
+}
+
+/** Whether dir holds this version's template with every file as its manifest says (reads them all: ~40 MB). */
+function isWhole(dir: string, version: string): boolean {
+  const read = readManifest(dir, version);
+  if (!read.ok) return false;
+  try {
+    return digestTree(join(dir, PGDATA)).sha256 === read.manifest.sha256;
+  } catch {
+    return false;
   }
 }
 
