@@ -96,7 +96,7 @@ describe("start-up", () => {
     const started = start([], { ...env, PORT: String(freePort) });
     await ready(started, freePort);
     expect(await stop(started)).toBe(0);
-  });
+  }, 90_000);
 
   it("names INTERNAL_PORT when the internal port is the busy one, and refuses PORT and INTERNAL_PORT set to one port", async () => {
     const dataDir = await tempDir("replay-start-");
@@ -142,7 +142,7 @@ describe("start-up", () => {
     const started = start([], env);
     await ready(started, port);
     expect(await stop(started)).toBe(0);
-  });
+  }, 90_000);
 
   it("a damaged initdb template costs an initdb, not the start: the system comes up and serves", async () => {
     const { dir } = await ensureTemplate(defaultTemplateDir());
