@@ -56,6 +56,7 @@ function bind(listener: Listener): Promise<Server> {
 
 /** A listen error (EADDRINUSE and the like) on one of `listeners`' ports, as a PortError; undefined for anything else. */
 export function asPortError(err: unknown, listeners: readonly Listener[]): PortError | undefined {
+  if (typeof err !== "object" || err === null) return undefined;
   const { code, port } = err as NodeJS.ErrnoException & { port?: number };
   const listener =
     listeners.find((candidate) => candidate.port === port) ?? (listeners.length === 1 ? listeners[0] : undefined);
