@@ -7,6 +7,7 @@ import { start as startGateway } from "./gateway/main.js";
 import { type Config, ConfigError, loadConfig, type ProcessName, processNames, serviceNames } from "./lib/config.js";
 import { configureLogging, logger } from "./lib/log.js";
 import { openPlatform, type Platform } from "./lib/platform.js";
+import { asPortError, checkPortsFree, PortError, plannedListeners } from "./lib/ports.js";
 import type { Running } from "./lib/service-host.js";
 import { start as startMarkers } from "./services/markers/main.js";
 import { start as startReplays } from "./services/replays/main.js";
@@ -43,9 +44,31 @@ async function main(): Promise<void> {
     process.once("SIGINT", () => resolve("SIGINT"));
     if (config.lifecycle.stopWithParent) onParentExit(() => resolve("parent exited"));
   });
+  // A busy port fails here, in milliseconds, before the database is opened (or created) and locked.
+  const listeners = plannedListeners(config, name);
+  try {
+    await checkPortsFree(listeners);
+  } catch (err) {
+    if (!(err instanceof PortError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    process.exitCode = 1;
+    return;
+  }
   const startedAt = performance.now();
   const platform = await openPlatform(config, name ?? "replay");
-  const parts = name === undefined ? await startAll(config, platform) : [await startOne(name, config, platform)];
+  // However the process ends from here on, a failed start included, it leaves no DATA_DIR lock behind.
+  process.once("exit", () => platform.releaseAtExit());
+  let parts: Running[];
+  try {
+    parts = name === undefined ? await startAll(config, platform) : [await startOne(name, config, platform)];
+  } catch (err) {
+    // A port taken between the check and the listen.
+    const portError = asPortError(err, listeners);
+    if (!portError) throw err;
+    process.stderr.write(`${portError.message}\n`);
+    exitSoon(1);
+    return;
+  }
   log.info(
     { startMs: Math.round(performance.now() - startedAt), rssMb: Math.round(process.memoryUsage().rss / 2 ** 20) },
     "ready",
@@ -138,9 +161,13 @@ async function startOne(name: ProcessName, config: Config, platform: Platform): 
   return name === "gateway" ? startGateway(config, platform) : services[name](config, platform);
 }
 
+/** Ends a failed start: open handles (pools, sockets, half-started parts) would keep it alive. */
+function exitSoon(code: number): void {
+  process.exitCode = code;
+  setTimeout(() => process.exit(code), 1000).unref();
+}
+
 main().catch((err) => {
   log.fatal({ err }, "failed to start");
-  process.exitCode = 1;
-  // Open handles (pools, sockets) would keep a failed start alive.
-  setTimeout(() => process.exit(1), 1000).unref();
+  exitSoon(1);
 });

@@ -8,6 +8,7 @@ describe("loadConfig", () => {
     expect(config.http.port).toBe(8080);
     expect(config.http.internalPort).toBe(8081);
     expect(config.db.dataDir).toBe("./.data");
+    expect(config.db.template).toMatch(/\/node_modules\/\.cache\/replay-service$/);
     expect(config.webhooks.delivery).toBe(true);
     expect(config.webhooks.timeoutMs).toBe(15_000);
     expect(config.webhooks.retryScheduleMs).toEqual([
@@ -15,6 +16,11 @@ describe("loadConfig", () => {
     ]);
     expect(config.gateway.replicas).toBe(1);
     expect(config.log.level).toBe("info");
+  });
+
+  it("takes the embedded initdb template from EMBEDDED_TEMPLATE_DIR, or none when it is off", () => {
+    expect(loadConfig({ EMBEDDED_TEMPLATE_DIR: "/var/cache/replay" }).db.template).toBe("/var/cache/replay");
+    expect(loadConfig({ EMBEDDED_TEMPLATE_DIR: "off" }).db.template).toBeUndefined();
   });
 
   it("runs the distributed mode when DATABASE_URL is set", () => {

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { defaultTemplateDir } from "./db/embedded-template.js";
 /**
  * The process configuration, parsed once from the environment (spec/operations.md). This is the
  * only module that reads process.env; loadConfig is pure so that tests call it with a literal.
@@ -24,7 +25,11 @@ export type Config = Readonly<{
    * API and the services listen (INTERNAL_HOST). Both are loopback unless widened on purpose.
    */
   http: Readonly<{ port: number | undefined; internalPort: number; host: string; internalHost: string }>;
-  db: Readonly<{ url: string | undefined; dataDir: string }>;
+  /**
+   * `template` is the embedded mode's initdb template cache (EMBEDDED_TEMPLATE_DIR, by default
+   * inside this package; undefined when set to `off`), which a new DATA_DIR is copied from.
+   */
+  db: Readonly<{ url: string | undefined; dataDir: string; template: string | undefined }>;
   /** `namespace` isolates several deployments (test systems) sharing one NATS server. */
   bus: Readonly<{ natsUrl: string | undefined; namespace: string | undefined }>;
   serviceUrls: Readonly<Record<ServiceName, string>>;
@@ -210,6 +215,7 @@ export function loadConfig(
       `INTERNAL_TOKEN (or INTERNAL_TOKEN_FILE) must be set when INTERNAL_HOST (${internalHost}) is not loopback: the admin API and the services would otherwise trust any caller on the network`,
     );
   }
+  const embeddedTemplate = value("EMBEDDED_TEMPLATE_DIR") ?? defaultTemplateDir();
   const level = value("LOG_LEVEL") ?? "info";
   if (!logLevels.includes(level)) problems.push(`LOG_LEVEL must be one of ${logLevels.join(", ")}, got "${level}"`);
 
@@ -221,7 +227,11 @@ export function loadConfig(
       host: value("HOST") ?? "127.0.0.1",
       internalHost,
     },
-    db: { url: dbUrl, dataDir: value("DATA_DIR") ?? "./.data" },
+    db: {
+      url: dbUrl,
+      dataDir: value("DATA_DIR") ?? "./.data",
+      template: embeddedTemplate === "off" ? undefined : embeddedTemplate,
+    },
     bus: { natsUrl, namespace },
     serviceUrls,
     gateway: { replicas: integer("GATEWAY_REPLICAS", 1, 1, 1000) },

@@ -21,11 +21,18 @@ export type Platform = {
   /** Large objects (replay archives): BLOB_URL, by default DATA_DIR/blobs. */
   blobs: BlobStore;
   close(): Promise<void>;
+  /**
+   * For the process's exit only (synchronous): drops DATA_DIR's lock if it is still held, so that
+   * a start that failed after taking it, or a process that ends without closing, leaves none.
+   */
+  releaseAtExit(): void;
 };
 
 export async function openPlatform(config: Config, name: string): Promise<Platform> {
   let embedded: EmbeddedPostgres | undefined;
-  if (config.db.url === undefined) embedded = await openEmbeddedPostgres(join(config.db.dataDir, "pg"));
+  if (config.db.url === undefined) {
+    embedded = await openEmbeddedPostgres(join(config.db.dataDir, "pg"), { template: config.db.template });
+  }
   const dbs: Db[] = [];
   const openDb = (schema: string, options?: { poolMax?: number }): Db => {
     const db = embedded
@@ -39,24 +46,34 @@ export async function openPlatform(config: Config, name: string): Promise<Platfo
     dbs.push(db);
     return db;
   };
-  const bus = config.bus.natsUrl
-    ? await createNatsBus({
-        servers: config.bus.natsUrl,
-        namespace: config.bus.namespace,
-        name,
-        maxAgeMs: config.events.retentionMs,
-      })
-    : await createEmbeddedBus(openDb);
-  const blobs = await openBlobStore(config.blob.url ?? pathToFileURL(resolve(config.db.dataDir, "blobs")).href);
-  return {
-    bus,
-    openDb,
-    blobs,
-    async close() {
-      await bus.close();
-      await blobs.close();
-      await Promise.all(dbs.map((db) => db.close()));
-      await embedded?.close();
-    },
-  };
+  let bus: Bus | undefined;
+  try {
+    bus = config.bus.natsUrl
+      ? await createNatsBus({
+          servers: config.bus.natsUrl,
+          namespace: config.bus.namespace,
+          name,
+          maxAgeMs: config.events.retentionMs,
+        })
+      : await createEmbeddedBus(openDb);
+    const blobs = await openBlobStore(config.blob.url ?? pathToFileURL(resolve(config.db.dataDir, "blobs")).href);
+    return {
+      bus,
+      openDb,
+      blobs,
+      async close() {
+        await bus?.close();
+        await blobs.close();
+        await Promise.all(dbs.map((db) => db.close()));
+        await embedded?.close();
+      },
+      releaseAtExit: () => embedded?.releaseAtExit(),
+    };
+  } catch (err) {
+    // Nothing else holds these yet: a failed start releases them, DATA_DIR's lock included.
+    await bus?.close().catch(() => {});
+    await Promise.all(dbs.map((db) => db.close().catch(() => {})));
+    await embedded?.close().catch(() => {});
+    throw err;
+  }
 }

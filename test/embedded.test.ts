@@ -103,6 +103,12 @@ describe("embedded mode (npm start)", () => {
     expect(sys.stdout()).not.toMatch(/"level":50[^\n]*access-log-2/);
   });
 
+  it("creates the first start's database from the initdb template (`npm run build` made it), not by initdb", () => {
+    const out = sys.output();
+    expect(out).toMatch(/"msg":"embedded database created from the template"/);
+    expect(out).not.toMatch(/created by initdb/);
+  });
+
   it("prints a dev tenant on the first start: tenant, owner, an all-scopes API key and a signing key", () => {
     const out = sys.output();
     expect(out).toContain("dev tenant (first start");

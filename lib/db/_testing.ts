@@ -74,7 +74,7 @@ async function createEmbeddedTestDb(schema: string): Promise<TestDb> {
     const path = inject("embeddedTemplate");
     return path ? new Blob([await readFile(path)]) : undefined;
   })();
-  const embedded = await openEmbeddedPostgres(undefined, await embeddedTemplate);
+  const embedded = await openEmbeddedPostgres(undefined, { from: await embeddedTemplate });
   return {
     db: createEmbeddedDb(embedded, schema),
     dbFor: (other) => createEmbeddedDb(embedded, other),

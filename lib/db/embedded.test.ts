@@ -4,13 +4,14 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { type TestDbMode, testDbModes } from "./_testing.js";
 import { createEmbeddedDb, openEmbeddedPostgres } from "./embedded.js";
+import { defaultTemplateDir } from "./embedded-template.js";
 
 describe("embedded Postgres", () => {
-  // One data directory on disk for both guarantees: an initdb on disk costs about two seconds.
+  // One data directory on disk for both guarantees (created from the initdb template).
   it("keeps data across restarts on the same data directory, and refuses a second opener while it is in use", async () => {
     const dir = await mkdtemp(join(tmpdir(), "pglite-"));
     try {
-      const first = await openEmbeddedPostgres(dir);
+      const first = await openEmbeddedPostgres(dir, { template: defaultTemplateDir() });
       await expect(openEmbeddedPostgres(dir)).rejects.toThrow(/in use by process/);
       const db = createEmbeddedDb(first, "shop");
       await db.query("CREATE SCHEMA shop");

@@ -1,8 +1,9 @@
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { PGlite, type Transaction } from "@electric-sql/pglite";
 import { logger } from "../log.js";
 import { runHook } from "./db.js";
+import { CLUSTER_MARKER, clearCluster, seedFromTemplate } from "./embedded-template.js";
 import type { Db, QueryResult, Tx } from "./types.js";
 import { assertSchemaName } from "./types.js";
 
@@ -17,25 +18,43 @@ const log = logger("lib:db:embedded");
  * holds the connection until it ends, which gives the same isolation a pool of real connections
  * gives under SERIALIZABLE, at the cost of concurrency (fine for the embedded mode's purpose).
  */
-export type EmbeddedPostgres = { pglite: PGlite; close(): Promise<void> };
+export type EmbeddedPostgres = {
+  pglite: PGlite;
+  close(): Promise<void>;
+  /**
+   * For the process's exit only (synchronous): removes the data directory's lock if this process
+   * still holds it, since the database dies with the process. A failed start leaves no stale lock.
+   */
+  releaseAtExit(): void;
+};
+
+export type EmbeddedOptions = {
+  /** In memory only: start from this dumped cluster (a migrated test template) instead of a fresh one. */
+  from?: Blob;
+  /**
+   * On disk only: the initdb template cache (embedded-template.ts) a new data directory is copied
+   * from; undefined, or no usable template there, runs initdb in this process.
+   */
+  template?: string;
+};
 
 export async function openEmbeddedPostgres(
   dataDir: string | undefined,
-  /** In memory only: start from this dumped cluster (a migrated test template) instead of a fresh one. */
-  from?: Blob,
+  options: EmbeddedOptions = {},
 ): Promise<EmbeddedPostgres> {
-  let unlock = () => {};
-  if (dataDir !== undefined) {
+  let lock = { release() {} };
+  let pglite: PGlite;
+  if (dataDir === undefined) {
+    pglite = await ready(new PGlite({ loadDataDir: options.from ?? (await freshClusterDump()) }));
+  } else {
     mkdirSync(dataDir, { recursive: true });
-    unlock = lockDataDir(dataDir);
-  }
-  const pglite =
-    dataDir !== undefined ? new PGlite(dataDir) : new PGlite({ loadDataDir: from ?? (await freshClusterDump()) });
-  try {
-    await pglite.waitReady;
-  } catch (err) {
-    unlock();
-    throw err;
+    lock = lockDataDir(dataDir);
+    try {
+      pglite = await openOnDisk(dataDir, options.template);
+    } catch (err) {
+      lock.release();
+      throw err;
+    }
   }
   let closed = false;
   return {
@@ -44,9 +63,55 @@ export async function openEmbeddedPostgres(
       if (closed) return;
       closed = true;
       await pglite.close();
-      unlock();
+      lock.release();
     },
+    releaseAtExit: () => lock.release(),
   };
+}
+
+/**
+ * Opens the cluster in dataDir, creating it first when there is none: a copy of the initdb template
+ * when one is usable (the cost of a restart), else initdb in this process. Remains of a first start
+ * that died before the cluster was whole (no PG_VERSION yet) are cleared first.
+ */
+async function openOnDisk(dataDir: string, template: string | undefined): Promise<PGlite> {
+  if (existsSync(join(dataDir, CLUSTER_MARKER))) return ready(new PGlite(dataDir));
+  const began = performance.now();
+  clearCluster(dataDir);
+  let reason = "no template configured (EMBEDDED_TEMPLATE_DIR=off)";
+  if (template !== undefined) {
+    const seeded = seedFromTemplate(template, dataDir);
+    if (seeded.ok) {
+      try {
+        const pglite = await ready(new PGlite(dataDir));
+        log.info(
+          { dataDir, template: seeded.template, ms: Math.round(performance.now() - began) },
+          "embedded database created from the template",
+        );
+        return pglite;
+      } catch (err) {
+        reason = `the copy of ${seeded.template} did not start: ${(err as Error).message}`;
+        clearCluster(dataDir);
+      }
+    } else {
+      reason = seeded.reason;
+    }
+  }
+  const pglite = await ready(new PGlite(dataDir));
+  const level = template === undefined ? "info" : "warn";
+  log[level]({ dataDir, reason, ms: Math.round(performance.now() - began) }, "embedded database created by initdb");
+  return pglite;
+}
+
+/** The instance once it is ready; one that fails to start is closed as far as it can be. */
+async function ready(pglite: PGlite): Promise<PGlite> {
+  try {
+    await pglite.waitReady;
+    return pglite;
+  } catch (err) {
+    await pglite.close().catch(() => {});
+    throw err;
+  }
 }
 
 // initdb costs 1.3 to 2 s per instance; a freshly initialised cluster's files, loaded into each
@@ -69,16 +134,27 @@ function freshClusterDump(): Promise<Blob> {
 /**
  * PGlite does not stop a second process from opening the same files, and two writers lose data
  * silently; a lock file holding the owner's pid refuses the second start. A lock whose process is
- * gone (a crash) is taken over.
+ * gone (a crash) is taken over. `release` removes the lock once, and only while it is still ours.
  */
-function lockDataDir(dataDir: string): () => void {
+function lockDataDir(dataDir: string): { release(): void } {
   const path = join(dataDir, "replay.lock");
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(path, "wx");
       writeSync(fd, String(process.pid));
       closeSync(fd);
-      return () => rmSync(path, { force: true });
+      let released = false;
+      return {
+        release() {
+          if (released) return;
+          released = true;
+          try {
+            if (readFileSync(path, "utf8") === String(process.pid)) rmSync(path, { force: true });
+          } catch {
+            // Already gone.
+          }
+        },
+      };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       const owner = Number(readFileSync(path, "utf8"));

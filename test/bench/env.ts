@@ -25,6 +25,11 @@ export function readBenchEnv(env: NodeJS.ProcessEnv = process.env): { durationS:
   };
 }
 
+/** The environment a benchmark's child process starts from: PATH only, so no DATABASE_URL or NATS_URL leaks in. */
+export function childEnv(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  return { PATH: env.PATH ?? "" };
+}
+
 /** DATABASE_URL and NATS_URL set and answering: Postgres runs `SELECT 1`, NATS accepts a TCP connection. */
 export async function requirePostgresAndNats(env: NodeJS.ProcessEnv = process.env): Promise<BenchEnv> {
   const { DATABASE_URL: databaseUrl, NATS_URL: natsUrl } = env;

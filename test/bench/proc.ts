@@ -38,6 +38,16 @@ export function processRssMb(pid: number): number | undefined {
   }
 }
 
+/** The peak resident set size of one process in MiB (VmHWM), or undefined once it is gone. */
+export function processPeakRssMb(pid: number): number | undefined {
+  try {
+    const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return match ? Number(match[1]) / 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 type ProcInfo = { pid: number; ppid: number; cmdline: string };
 
 /** Every process visible in /proc with its parent and command line (NULs read as spaces). */

@@ -8,6 +8,7 @@ type Benchmark = { description: string; run(args: string[]): Promise<void> };
 const benchmarks: Record<string, () => Promise<Benchmark>> = {
   gateway: () => import("./gateway.js"),
   servers: () => import("./servers.js"),
+  embedded: () => import("./embedded.js"),
 };
 
 async function usage(): Promise<string> {

@@ -1,0 +1,83 @@
+import { createServer, type Server } from "node:net";
+import type { Config, ProcessName } from "./config.js";
+
+/** A fixed port the process will listen on, with the variables that set it (named in messages). */
+export type Listener = { port: number; host: string; portVariable: string; hostVariable: string };
+
+/** A port the process cannot listen on; its message is one line naming the port and the variable that sets it. */
+export class PortError extends Error {
+  override name = "PortError";
+}
+
+/**
+ * The fixed ports a process will listen on: the gateway's public and internal ports (all-in-one or
+ * gateway alone), or a service's own port. Ports chosen by the OS (0, the embedded services') are left out.
+ */
+export function plannedListeners(config: Config, processName: ProcessName | undefined): Listener[] {
+  const { http } = config;
+  const listeners: Listener[] =
+    processName === undefined || processName === "gateway"
+      ? [
+          { port: http.port ?? 8080, host: http.host, portVariable: "PORT", hostVariable: "HOST" },
+          {
+            port: http.internalPort,
+            host: http.internalHost,
+            portVariable: "INTERNAL_PORT",
+            hostVariable: "INTERNAL_HOST",
+          },
+        ]
+      : [{ port: http.port ?? 0, host: http.internalHost, portVariable: "PORT", hostVariable: "INTERNAL_HOST" }];
+  return listeners.filter((listener) => listener.port !== 0);
+}
+
+/**
+ * Fails with a PortError unless every listener's port can be bound now: checked before anything
+ * slow or stateful (the embedded database) starts, so a busy port costs milliseconds and leaves
+ * nothing behind. All are held at once, so two variables naming one port are caught too; then all
+ * are released for the real servers (a port taken in between still fails their listen, which
+ * asPortError words the same way).
+ */
+export async function checkPortsFree(listeners: readonly Listener[]): Promise<void> {
+  const held: Server[] = [];
+  try {
+    for (const listener of listeners) held.push(await bind(listener));
+  } finally {
+    await Promise.all(held.map((server) => new Promise((resolve) => server.close(resolve))));
+  }
+}
+
+function bind(listener: Listener): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", (err) => reject(asPortError(err, [listener]) ?? err));
+    server.listen({ port: listener.port, host: listener.host, exclusive: true }, () => resolve(server));
+  });
+}
+
+/** A listen error (EADDRINUSE and the like) on one of `listeners`' ports, as a PortError; undefined for anything else. */
+export function asPortError(err: unknown, listeners: readonly Listener[]): PortError | undefined {
+  if (typeof err !== "object" || err === null) return undefined;
+  const { code, port } = err as NodeJS.ErrnoException & { port?: number };
+  const listener =
+    listeners.find((candidate) => candidate.port === port) ?? (listeners.length === 1 ? listeners[0] : undefined);
+  if (!listener) return undefined;
+  const where = `port ${listener.port} on ${listener.host} (${listener.portVariable})`;
+  switch (code) {
+    case "EADDRINUSE":
+      return new PortError(
+        `${where} is already in use: stop what listens there, or set ${listener.portVariable} to a free port`,
+      );
+    case "EACCES":
+      return new PortError(
+        `${where} needs privileges this process does not have: set ${listener.portVariable} to a port above 1023`,
+      );
+    case "EADDRNOTAVAIL":
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return new PortError(
+        `${listener.hostVariable} ${listener.host} is not an address of this machine, so ${listener.portVariable} ${listener.port} cannot be listened on: set ${listener.hostVariable} to one (127.0.0.1, 0.0.0.0)`,
+      );
+    default:
+      return undefined;
+  }
+}
