@@ -11,6 +11,12 @@ import { foldCheckIns } from "./checkin.js";
 import { createRecorderService } from "./service.js";
 import * as store from "./store.js";
 
+/**
+ * A call that waits on another's row lock (a pool query inside a transaction) waits for ever; a
+ * deadline this long tells that apart from a slow, busy machine without timing the calls.
+ */
+const DEADLOCK_MS = 15_000;
+
 describe("foldCheckIns", () => {
   const at = (s: number) => new Date(s * 1000);
 
@@ -83,19 +89,17 @@ describe.each(testDbModes())("recorder check-in ($name database)", ({ open }) =>
     return { tenantId, insert, recorder, batches: counted.batches };
   }
 
-  it("connects a pending setup once when 20 first check-ins race, and answers every one within a second", async () => {
+  it("connects a pending setup once when 20 first check-ins race, and answers every one (no call waits on another's lock)", async () => {
     await using testDb = await open("servers");
     const { db } = testDb;
     const { tenantId, insert, recorder } = await recorderOn(db);
     const serverId = await insert("pending");
 
-    const started = performance.now();
     const answers = await Promise.all(
       Array.from({ length: 20 }, () =>
-        recorder.checkIn({ serverId, pluginVersion: "1.0.0" }, { signal: AbortSignal.timeout(1000) }),
+        recorder.checkIn({ serverId, pluginVersion: "1.0.0" }, { signal: AbortSignal.timeout(DEADLOCK_MS) }),
       ),
     );
-    expect(performance.now() - started).toBeLessThan(1000);
     expect(answers.map((answer) => answer.serverId)).toEqual(Array(20).fill(serverId));
 
     const { rows } = await db.query<{ subject: string }>("SELECT subject FROM servers.outbox");

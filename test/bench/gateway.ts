@@ -148,6 +148,12 @@ export async function run(_args: string[]): Promise<void> {
       report.text,
       "",
       `results: ${path}`,
+      // The last line, for scripts: one JSON object.
+      JSON.stringify({
+        bench: "gateway",
+        ratio: Object.fromEntries(CONNECTIONS.map((c) => [String(c), round(report.ratios[c], 2) ?? null])),
+        target: { connections: 64, ratio: RATIO_TARGET, met: (report.ratios[64] ?? 0) >= RATIO_TARGET },
+      }),
       "",
     ].join("\n"),
   );
