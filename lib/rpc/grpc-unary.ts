@@ -74,7 +74,7 @@ function answer(stream: ServerHttp2Stream, route: UnaryRoute, outcome: CallOutco
     // Trailers-only: the status travels in the one HEADERS frame that ends the stream.
     headerObject(headers, outcome.error.metadata);
     headerObject(headers, outcome.trailer);
-    headerObject(headers, setTrailerStatus(new Headers(), outcome.error));
+    headerObject(headers, grpcStatus(outcome.error));
     headers["content-type"] = "application/grpc";
     stream.respond({ ":status": 200, ...headers }, { endStream: true });
     return;
@@ -100,4 +100,27 @@ export function grpcFrame(flags: number, bytes: Uint8Array): Buffer {
   frame.writeUInt32BE(bytes.byteLength, 1);
   frame.set(bytes, PREFIX_BYTES);
   return frame;
+}
+
+/**
+ * An error's grpc-status, grpc-message and grpc-status-details-bin. The message is percent-encoded
+ * as the gRPC spec says (only bytes outside 0x20-0x7E, and "%"): connect's encodeURIComponent
+ * also encodes "+", "/" and the like, which grpc-js (decodeURI) then shows as "%2B".
+ */
+export function grpcStatus(error: ConnectError): Headers {
+  const status = setTrailerStatus(new Headers(), error);
+  status.set("grpc-message", percentEncode(error.rawMessage));
+  return status;
+}
+
+/** A grpc-message value: UTF-8, percent-encoded outside printable ASCII (and "%"). */
+export function percentEncode(text: string): string {
+  let out = "";
+  for (const byte of Buffer.from(text, "utf8")) {
+    out +=
+      byte >= 0x20 && byte <= 0x7e && byte !== 0x25
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return out;
 }

@@ -1,7 +1,7 @@
 import { toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import { grpcFrame, PREFIX_BYTES, parseGrpcFrame } from "./grpc-unary.js";
+import { parseTimeout } from "@connectrpc/connect/protocol-grpc";
+import { grpcFrame, grpcStatus, PREFIX_BYTES, parseGrpcFrame } from "./grpc-unary.js";
 import {
   type HttpRequest,
   type HttpResponse,
@@ -59,11 +59,11 @@ function answer(res: HttpResponse, route: UnaryRoute, outcome: CallOutcome): voi
       frames = [grpcFrame(0, toBinary(route.method.output, outcome.message))];
       trailer["grpc-status"] = "0";
     } catch (err) {
-      headerObject(trailer, setTrailerStatus(new Headers(), ConnectError.from(err, Code.Internal)));
+      headerObject(trailer, grpcStatus(ConnectError.from(err, Code.Internal)));
     }
   } else {
     headerObject(trailer, outcome.error.metadata);
-    headerObject(trailer, setTrailerStatus(new Headers(), outcome.error));
+    headerObject(trailer, grpcStatus(outcome.error));
   }
   const lines = Object.entries(trailer)
     .map(([name, value]) => `${name}: ${value}\r\n`)

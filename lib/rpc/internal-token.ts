@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import type { Interceptor } from "@connectrpc/connect";
+import { percentEncode } from "./grpc-unary.js";
 import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 
 /**
@@ -56,7 +57,7 @@ export function refuseUnauthenticated(req: HttpRequest, res: HttpResponse): void
     const status = {
       "content-type": contentType.split(";")[0] as string,
       "grpc-status": "16",
-      "grpc-message": encodeURIComponent(MESSAGE),
+      "grpc-message": percentEncode(MESSAGE),
     };
     // HTTP/2: trailers-only, the status in the one HEADERS frame that ends the stream.
     if ("stream" in res) res.stream.respond({ ":status": 200, ...status }, { endStream: true });

@@ -182,7 +182,7 @@ describe.each(testDbModes())("recorder check-in ($name database)", ({ open }) =>
     expect(batches).toEqual([connected.length + 3]);
   });
 
-  it("fails a check-in whose value Postgres refuses alone, with the error it gets on its own", async () => {
+  it("fails a check-in whose value Postgres refuses alone, with the error it gets on its own (no text guard here)", async () => {
     await using testDb = await open("servers");
     const { db } = testDb;
     const { tenantId, insert, recorder, batches } = await recorderOn(db);
@@ -192,7 +192,12 @@ describe.each(testDbModes())("recorder check-in ($name database)", ({ open }) =>
     const calls: Call[] = [
       ...connected.map((serverId, i) => ({ serverId, pluginVersion: `1.${i}`, at: ago(i), expected: "ok" as const })),
       { serverId: nul, pluginVersion: "nul\u0000", expected: { code: Code.Internal } },
-      { serverId: ancient, at: new Date(-8.6e15), expected: { code: Code.Internal } },
+      // Outside Timestamp's range: refused before it reaches a batch.
+      {
+        serverId: ancient,
+        at: new Date(-8.6e15),
+        expected: { code: Code.InvalidArgument, contract: "INVALID_ARGUMENT" },
+      },
       { serverId: first, pluginVersion: "2.0", at: ago(10), expected: "ok" },
     ];
     await checkInAll(recorder, calls);
@@ -201,7 +206,7 @@ describe.each(testDbModes())("recorder check-in ($name database)", ({ open }) =>
     expect(await row(first)).toMatchObject({ last_seen_at: ago(10), plugin_version: "2.0" });
     expect(await row(nul)).toMatchObject({ last_seen_at: ago(1), plugin_version: "1.1" });
     expect(await row(ancient)).toMatchObject({ last_seen_at: ago(2), plugin_version: "1.2" });
-    // The tick's statement failed on the refused values; then each check-in ran alone, in order.
-    expect(batches).toEqual([connected.length, ...Array(calls.length).fill(1)]);
+    // The tick's statement failed on the refused value; then each check-in of it ran alone, in order.
+    expect(batches).toEqual([connected.length, ...Array(calls.length - 1).fill(1)]);
   });
 });

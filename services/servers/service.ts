@@ -1,4 +1,4 @@
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Actor } from "../../gen/replay/common/v1/common_pb.js";
 import type { RecorderService } from "../../gen/replay/servers/v1/recorder_pb.js";
@@ -275,7 +275,7 @@ export function createRecorderService(deps: ServersDeps): ServiceImpl<typeof Rec
     async checkIn(req) {
       const serverId = parseServerId(req.serverId);
       const now = deps.now();
-      const at = checkInTime(req.at ? timestampDate(req.at) : undefined, now);
+      const at = checkInTime(req.at, now);
       const outcome = await checkIn({ serverId, at, pluginVersion: req.pluginVersion });
       if (outcome) throw outcome.error;
       return {

@@ -1,3 +1,5 @@
+import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
+import { DomainError } from "../../lib/errors.js";
 import { parseUuid } from "../../lib/ids.js";
 import { parseName } from "./name.js";
 
@@ -31,7 +33,24 @@ export function parseSetupInput(req: {
   return { name, categoryId, sourceServerId };
 }
 
-/** A check-in time: now when unset, and never in the future (operations.md `recorder checkin`). */
-export function checkInTime(at: Date | undefined, now: Date): Date {
-  return at === undefined || at.getTime() > now.getTime() ? now : at;
+/** The range of google.protobuf.Timestamp: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z. */
+const TIMESTAMP_SECONDS = { min: -62_135_596_800n, max: 253_402_300_799n };
+
+/**
+ * A check-in time: now when unset, and never in the future (operations.md `recorder checkin`). A
+ * value outside Timestamp's own range (or with nanos outside 0..999 999 999) is refused as
+ * INVALID_ARGUMENT: Postgres would refuse it as a fault of ours.
+ */
+export function checkInTime(at: Timestamp | undefined, now: Date): Date {
+  if (at === undefined) return now;
+  if (
+    at.seconds < TIMESTAMP_SECONDS.min ||
+    at.seconds > TIMESTAMP_SECONDS.max ||
+    at.nanos < 0 ||
+    at.nanos > 999_999_999
+  ) {
+    throw new DomainError("INVALID_ARGUMENT", "at must be a timestamp between 0001-01-01 and 9999-12-31");
+  }
+  const date = timestampDate(at);
+  return date.getTime() > now.getTime() ? now : date;
 }
