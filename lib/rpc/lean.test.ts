@@ -214,9 +214,11 @@ describe("the lean internal hop", () => {
     }
   });
 
-  it("buf curl reaches it in the gRPC, Connect and gRPC-Web protocols", async () => {
-    for (const protocol of ["grpc", "connect", "grpcweb"]) {
-      const { stdout } = await run(
+  it("buf curl reaches it in the gRPC, Connect and gRPC-Web protocols, errors with details included", async () => {
+    // buf curl sends no deadline (grpc-timeout and connect-timeout-ms are reserved to it); the
+    // clients above cover deadlines and cancellation.
+    const curl = (protocol: string, serverId: string) =>
+      run(
         "npx",
         [
           "buf",
@@ -227,12 +229,20 @@ describe("the lean internal hop", () => {
           "--schema",
           "proto",
           "--data",
-          JSON.stringify({ serverId: protocol }),
+          JSON.stringify({ serverId }),
           `${lean.url}/${RecorderService.typeName}/CheckIn`,
         ],
         { timeout: 30_000 },
+      ).then(
+        ({ stdout }) => ({ ok: JSON.parse(stdout) }),
+        (err: { code?: number; stderr?: string }) => ({ exit: err.code, error: JSON.parse(err.stderr ?? "") }),
       );
-      expect(JSON.parse(stdout)).toEqual({ serverId: protocol });
+    for (const protocol of ["grpc", "connect", "grpcweb"]) {
+      expect(await curl(protocol, protocol)).toEqual({ ok: { serverId: protocol } });
+      const failed = await curl(protocol, "fail");
+      expect(failed).toMatchObject({
+        error: { code: "not_found", message: "no such server", details: [{ type: "replay.common.v1.ErrorDetail" }] },
+      });
     }
   });
 
