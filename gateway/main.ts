@@ -9,10 +9,8 @@ import { RecorderService } from "../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
 import { WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
 import { decodeEvent } from "../lib/bus/events.js";
-import { startOutboxRelay } from "../lib/bus/outbox.js";
-import { startRetentionWorker } from "../lib/bus/retention.js";
 import type { Config, ServiceName } from "../lib/config.js";
-import { type Migration, migrate } from "../lib/db/migrate.js";
+import type { Migration } from "../lib/db/migrate.js";
 import { logger } from "../lib/log.js";
 import { sourceFolder } from "../lib/paths.js";
 import type { Platform } from "../lib/platform.js";
@@ -20,7 +18,7 @@ import { boundUrl } from "../lib/rpc/bound-url.js";
 import { createTransportPool } from "../lib/rpc/clients.js";
 import { createHealthService } from "../lib/rpc/health.js";
 import { createRpcServer } from "../lib/rpc/server.js";
-import { type Running, schemaMigrations } from "../lib/service-host.js";
+import { openSchema, type Running, schemaMigrations } from "../lib/service-host.js";
 import { startWorker } from "../lib/worker/worker.js";
 import { createIdentityAdminService } from "./admin.js";
 import { buildApp } from "./app.js";
@@ -55,13 +53,8 @@ export function identityMigrations(): Promise<Migration[]> {
  * config.http.internalPort, calling the services at config.serviceUrls.
  */
 export async function start(config: Config, platform: Platform): Promise<RunningGateway> {
-  const db = platform.openDb("identity", { poolMax: 20 });
-  await migrate(db, await identityMigrations());
-  const relay = startOutboxRelay({ db, bus: platform.bus });
-  const retention = startRetentionWorker(db, {
-    eventsMs: config.events.retentionMs,
-    inboxMs: config.events.inboxRetentionMs,
-  });
+  const schema = await openSchema("identity", await identityMigrations(), config, platform, { poolMax: 20 });
+  const db = schema.db;
   const fresh = (await countTenants(db)) === 0;
   const keyCache = createKeyCache();
   const now = () => Date.now();
@@ -153,7 +146,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
       // Stop taking requests first (in-flight ones finish), then the background work, then the pool.
       await Promise.all([app.close(), admin.close()]);
       await stopRevocations();
-      await Promise.all([nonceSweep.stop(), relay.stop(), retention.stop()]);
+      await Promise.all([nonceSweep.stop(), schema.stop()]);
       await Promise.all([db.close(), pool.close()]);
     },
   };

@@ -40,6 +40,36 @@ export async function schemaMigrations(schema: string, migrationsDir?: string): 
   return [...outboxMigrations(schema), ...(migrationsDir ? await readMigrations(migrationsDir) : [])];
 }
 
+/** A schema opened for a process part: its pool, migrated, with its outbox relay and event retention running. */
+export type OpenSchema = { db: Db; stop(): Promise<void> };
+
+/**
+ * What every owner of a schema runs, a service or the gateway: the migrations (the outbox and inbox
+ * first), the outbox relay and the event retention worker. `stop` stops the relay and the worker;
+ * the pool is the caller's to close, after whatever else still uses it.
+ */
+export async function openSchema(
+  name: string,
+  migrations: readonly Migration[],
+  config: Config,
+  platform: Platform,
+  options: { poolMax?: number } = {},
+): Promise<OpenSchema> {
+  const db = platform.openDb(name, options);
+  await migrate(db, migrations);
+  const relay = startOutboxRelay({ db, bus: platform.bus });
+  const retention = startRetentionWorker(db, {
+    eventsMs: config.events.retentionMs,
+    inboxMs: config.events.inboxRetentionMs,
+  });
+  return {
+    db,
+    async stop() {
+      await Promise.all([relay.stop(), retention.stop()]);
+    },
+  };
+}
+
 /**
  * Starts one service the same way in both run modes: its schema's migrations (the outbox and
  * inbox first), the outbox relay and the event retention worker, its consumers and workers, then
@@ -47,14 +77,9 @@ export async function schemaMigrations(schema: string, migrationsDir?: string): 
  * RPCs, stop consumers and workers (each round gets the 10 s drain), then the relay, then the pool.
  */
 export async function startService(spec: ServiceSpec, config: Config, platform: Platform): Promise<Running> {
-  const db = platform.openDb(spec.name);
-  await migrate(db, await schemaMigrations(spec.name, spec.migrationsDir));
+  const schema = await openSchema(spec.name, await schemaMigrations(spec.name, spec.migrationsDir), config, platform);
+  const db = schema.db;
   const now = () => new Date();
-  const relay = startOutboxRelay({ db, bus: platform.bus });
-  const retention = startRetentionWorker(db, {
-    eventsMs: config.events.retentionMs,
-    inboxMs: config.events.inboxRetentionMs,
-  });
   const parts = await spec.setup({ db, bus: platform.bus, config, now });
   const consumerDeps = { db, bus: platform.bus, inboxMs: config.events.inboxRetentionMs, now };
   const stopConsumers = await Promise.all((parts.consumers ?? []).map((c) => startConsumer(consumerDeps, c)));
@@ -78,7 +103,7 @@ export async function startService(spec: ServiceSpec, config: Config, platform: 
     async close() {
       await server.close();
       await Promise.all([...stopConsumers.map((stop) => stop()), ...workers.map((worker) => worker.stop())]);
-      await Promise.all([relay.stop(), retention.stop()]);
+      await schema.stop();
       await db.close();
     },
   };
