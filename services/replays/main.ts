@@ -3,6 +3,7 @@ import { ReplaysService } from "../../gen/replay/replays/v1/replays_pb.js";
 import type { Config } from "../../lib/config.js";
 import { loadPageTokenKey } from "../../lib/page/key.js";
 import { createPageTokens } from "../../lib/page/token.js";
+import { sourceFolder } from "../../lib/paths.js";
 import type { Platform } from "../../lib/platform.js";
 import { type Running, type ServiceSpec, startService } from "../../lib/service-host.js";
 import { createReplaysService } from "./service.js";
@@ -10,6 +11,7 @@ import { createReplaysService } from "./service.js";
 /** The replays service: replay reads and deletes, the recording lifecycle and operator actions. */
 export const replaysService: ServiceSpec = {
   name: "replays",
+  migrationsDir: sourceFolder(import.meta.url, "./migrations"),
   healthNames: [ReplaysService.typeName, RecordingService.typeName],
   async setup({ config }) {
     const key = await loadPageTokenKey({
