@@ -1,5 +1,6 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
+import type { BlobStore } from "./blob/blob.js";
 import type { Bus } from "./bus/bus.js";
 import { type Consumer, startConsumer } from "./bus/consumer.js";
 import { outboxMigrations, startOutboxRelay } from "./bus/outbox.js";
@@ -15,8 +16,8 @@ import { startWorker, type WorkerSpec } from "./worker/worker.js";
 /** A started process part: its RPC address, and how to stop it (drain, then release). */
 export type Running = { url: string; close(): Promise<void> };
 
-/** What a service is built from: its schema's database, the bus, the configuration and the clock. */
-export type ServiceDeps = { db: Db; bus: Bus; config: Config; now: () => Date };
+/** What a service is built from: its schema's database, the bus, the blob store, the configuration and the clock. */
+export type ServiceDeps = { db: Db; bus: Bus; blobs: BlobStore; config: Config; now: () => Date };
 
 /** What a service is made of: its RPC services, its consumers of others' events, its background workers. */
 export type ServiceParts = {
@@ -80,7 +81,7 @@ export async function startService(spec: ServiceSpec, config: Config, platform: 
   const schema = await openSchema(spec.name, await schemaMigrations(spec.name, spec.migrationsDir), config, platform);
   const db = schema.db;
   const now = () => new Date();
-  const parts = await spec.setup({ db, bus: platform.bus, config, now });
+  const parts = await spec.setup({ db, bus: platform.bus, blobs: platform.blobs, config, now });
   const consumerDeps = { db, bus: platform.bus, inboxMs: config.events.inboxRetentionMs, now };
   const stopConsumers = await Promise.all((parts.consumers ?? []).map((c) => startConsumer(consumerDeps, c)));
   const workers = (parts.workers ?? []).map((worker) => startWorker(worker));

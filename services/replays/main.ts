@@ -6,6 +6,7 @@ import { createPageTokens } from "../../lib/page/token.js";
 import { sourceFolder } from "../../lib/paths.js";
 import type { Platform } from "../../lib/platform.js";
 import { type Running, type ServiceSpec, startService } from "../../lib/service-host.js";
+import { blobDeletionsWorker } from "./blob-deletions.js";
 import { createReplaysService } from "./service.js";
 
 /** The replays service: replay reads and deletes, the recording lifecycle and operator actions. */
@@ -13,18 +14,19 @@ export const replaysService: ServiceSpec = {
   name: "replays",
   migrationsDir: sourceFolder(import.meta.url, "./migrations"),
   healthNames: [ReplaysService.typeName, RecordingService.typeName],
-  async setup({ config }) {
+  async setup({ config, db, blobs }) {
     const key = await loadPageTokenKey({
       key: config.pages.tokenKey,
       keyFile: config.pages.tokenKeyFile,
       dataDir: config.db.dataDir,
     });
-    const replays = createReplaysService({ pageTokens: createPageTokens(key) });
+    const replays = createReplaysService({ db, pageTokens: createPageTokens(key) });
     return {
       routes(router) {
         router.service(ReplaysService, replays);
         router.service(RecordingService, {});
       },
+      workers: [blobDeletionsWorker({ db, blobs })],
     };
   },
 };

@@ -1,0 +1,60 @@
+import type { BlobStore } from "../../lib/blob/blob.js";
+import type { Db } from "../../lib/db/types.js";
+import { logger } from "../../lib/log.js";
+import type { WorkerSpec } from "../../lib/worker/worker.js";
+import * as store from "./store.js";
+
+const log = logger("replays:blob-deletions");
+
+export type BlobDeletionsDeps = {
+  db: Db;
+  blobs: BlobStore;
+  /** Rows per round; a full batch starts the next round at once. */
+  batchSize?: number;
+  /** The poll between rounds when nothing nudges the worker. */
+  intervalMs?: number;
+  /** The wait before a failed key is tried again, doubling per attempt from `baseMs` up to `maxMs`. */
+  retry?: { baseMs: number; maxMs: number };
+};
+
+/** The wait before attempt `attempts + 1` of a key whose removal failed `attempts` times. */
+export function retryDelayMs(attempts: number, retry: { baseMs: number; maxMs: number }): number {
+  return Math.min(retry.baseMs * 2 ** Math.min(attempts, 30), retry.maxMs);
+}
+
+/**
+ * Drains replays.blob_deletion (issue 10: a crash between the metadata delete and the blob delete
+ * leaves no orphan for ever). Each round claims due keys with FOR UPDATE SKIP LOCKED in one
+ * transaction, so replicas never work the same key at once, removes each archive from the blob
+ * store and deletes its queue row only once the store confirmed; a failure leaves the row queued
+ * with a growing delay. Removing a missing object is fine, so a key removed twice (a crash after
+ * the store confirmed, before the commit) does no harm.
+ */
+export function blobDeletionsWorker(deps: BlobDeletionsDeps): WorkerSpec {
+  const batchSize = deps.batchSize ?? 50;
+  const retry = deps.retry ?? { baseMs: 1_000, maxMs: 5 * 60_000 };
+  return {
+    name: "replays-blob-deletions",
+    intervalMs: deps.intervalMs ?? 5_000,
+    async round() {
+      return deps.db.transaction(async (tx) => {
+        const due = await store.listBlobDeletionsDue(tx, batchSize);
+        for (const row of due) {
+          try {
+            await deps.blobs.delete(row.archive_key);
+          } catch (err) {
+            const delayMs = retryDelayMs(row.attempts, retry);
+            log.warn(
+              { err, archiveKey: row.archive_key, attempts: row.attempts + 1, delayMs },
+              "archive removal failed",
+            );
+            await store.updateBlobDeletionRetry(tx, row.archive_key, delayMs);
+            continue;
+          }
+          await store.deleteBlobDeletion(tx, row.archive_key);
+        }
+        return due.length === batchSize;
+      });
+    },
+  };
+}

@@ -1,0 +1,445 @@
+import { randomUUID } from "node:crypto";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { decodeEvent } from "../lib/bus/events.js";
+import { provisionTenant, type Res, send, sendSigned } from "./http.js";
+import { pollUntil } from "./poll.js";
+import { grpcCheckIn } from "./recorder.js";
+import { sharedSystems } from "./shared-system.js";
+
+// The replays read and delete API through the gateway (spec "Replays", decisions.md §5 and §7).
+// Until the recording RPCs exist no replay can be made through the API, so the tests that need
+// replays seed replays.replay (and replays.tenant) with SQL; only the distributed system exposes its
+// database to the test, so those run in the distributed mode only. The rules that need no replay
+// run in both modes.
+
+function expectProblem(res: Res, status: number, code: string): void {
+  expect({ status: res.status, code: res.body?.code }, res.text).toEqual({ status, code });
+  expect(res.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+}
+
+type Seed = {
+  replayId?: string;
+  serverId?: string;
+  integration?: string;
+  quality?: "standard" | "hd";
+  status?: "recording" | "processing" | "ready" | "failed" | "expired";
+  startedAt?: string;
+  endedAt?: string | null;
+  durationMs?: number | null;
+  sizeBytes?: number | null;
+  formatVersion?: number | null;
+  storageTier?: "hot" | "cold";
+  retentionUntil?: string;
+  visibility?: "staff" | "public";
+  archiveKey?: string | null;
+};
+
+const EMPTY_PAGE = { results: [], next_page_token: "", page_size: 20 };
+
+describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
+  const tenant = async () => {
+    const t = await provisionTenant(sys);
+    return {
+      ...t,
+      signed: (method: string, path: string) => sendSigned(sys.baseUrl, t.signer, method, path),
+      api: (path: string) => send(sys.baseUrl, "GET", path, { headers: t.bearer() }),
+    };
+  };
+
+  describe("without replays", () => {
+    it("lists a new tenant's empty first page on both routes", async () => {
+      const t = await tenant();
+      for (const res of [await t.signed("GET", "/v1/replays"), await t.api("/v1/api/replays")]) {
+        expect(res.status, res.text).toBe(200);
+        expect(res.body).toEqual(EMPTY_PAGE);
+      }
+      const sized = await t.signed("GET", `/v1/replays?page_size=3&server_id=${randomUUID()}&integration=x`);
+      expect(sized.body).toEqual({ ...EMPTY_PAGE, page_size: 3 });
+    });
+
+    it("refuses a malformed id with INVALID_REPLAY_ID and a missing replay with REPLAY_NOT_FOUND", async () => {
+      const t = await tenant();
+      const notV4 = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"; // a version 1 UUID
+      for (const bad of ["nope", notV4, `${randomUUID()}0`, randomUUID().replace(/-/g, "")]) {
+        expectProblem(await t.signed("GET", `/v1/replays/${bad}`), 400, "INVALID_REPLAY_ID");
+        expectProblem(await t.signed("DELETE", `/v1/replays/${bad}`), 400, "INVALID_REPLAY_ID");
+        expectProblem(await t.api(`/v1/api/replays/${bad}`), 400, "INVALID_REPLAY_ID");
+      }
+      const missing = randomUUID();
+      expectProblem(await t.signed("GET", `/v1/replays/${missing}`), 404, "REPLAY_NOT_FOUND");
+      expectProblem(await t.signed("DELETE", `/v1/replays/${missing}`), 404, "REPLAY_NOT_FOUND");
+      expectProblem(await t.api(`/v1/api/replays/${missing.toUpperCase()}`), 404, "REPLAY_NOT_FOUND");
+    });
+
+    it("refuses a malformed server_id filter with INVALID_SERVER_ID and a foreign token with INVALID_PAGE_TOKEN", async () => {
+      const t = await tenant();
+      for (const bad of ["x", "", `${randomUUID()}-`]) {
+        expectProblem(await t.signed("GET", `/v1/replays?server_id=${bad}`), 400, "INVALID_SERVER_ID");
+        expectProblem(await t.api(`/v1/api/replays?server_id=${bad}`), 400, "INVALID_SERVER_ID");
+      }
+      expectProblem(await t.signed("GET", "/v1/replays?page_token=AQ"), 400, "INVALID_PAGE_TOKEN");
+    });
+
+    it("reports no storage used for a tenant without replays", async () => {
+      const t = await tenant();
+      const { tenant: shown } = await sys.admin.getTenant({ tenantId: t.tenantId });
+      expect(shown?.storageUsedBytes).toBe(0n);
+    });
+  });
+
+  // Reads and writes the replays schema, which only the distributed system exposes to the test.
+  describe.skipIf(!sys.databaseUrl)("with seeded replays (distributed only)", () => {
+    let db: pg.Pool;
+    beforeAll(() => {
+      db = new pg.Pool({ connectionString: sys.databaseUrl, max: 2 });
+    });
+    afterAll(() => db.end());
+
+    let clock = Date.parse("2026-01-01T00:00:00.000Z");
+    /** A distinct, increasing start time per call: newer replays for later seeds. */
+    const nextStart = () => {
+      clock += 60_000;
+      return new Date(clock).toISOString();
+    };
+
+    async function seed(tenantId: string, s: Seed = {}): Promise<string> {
+      const replayId = s.replayId ?? randomUUID();
+      const status = s.status ?? "ready";
+      const recording = status === "recording";
+      const startedAt = s.startedAt ?? nextStart();
+      await db.query(
+        `INSERT INTO replays.replay (replay_id, tenant_id, server_id, integration, quality, status, pipeline,
+           started_at, ended_at, duration_ms, size_bytes, format_version, storage_tier, retention_until, visibility,
+           archive_key)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+        [
+          replayId,
+          tenantId,
+          s.serverId ?? randomUUID(),
+          s.integration ?? "rust",
+          s.quality ?? "standard",
+          status,
+          recording ? "none" : "ended",
+          startedAt,
+          s.endedAt !== undefined
+            ? s.endedAt
+            : recording
+              ? null
+              : new Date(Date.parse(startedAt) + 5_000).toISOString(),
+          s.durationMs !== undefined ? s.durationMs : recording ? null : 5_000,
+          s.sizeBytes !== undefined ? s.sizeBytes : recording ? null : 1_000,
+          s.formatVersion !== undefined ? s.formatVersion : recording ? null : 1,
+          s.storageTier ?? "hot",
+          s.retentionUntil ?? "2027-01-01T00:00:00.000Z",
+          s.visibility ?? "staff",
+          s.archiveKey !== undefined ? s.archiveKey : recording ? null : `tenant/${tenantId}/replay/${replayId}.rpl`,
+        ],
+      );
+      return replayId;
+    }
+
+    async function setStorage(tenantId: string, usedBytes: number, quotaBytes = 1_000_000): Promise<void> {
+      await db.query(
+        `INSERT INTO replays.tenant (tenant_id, storage_quota_bytes, plan_version, storage_used_bytes)
+         VALUES ($1, $2, 1, $3)
+         ON CONFLICT (tenant_id) DO UPDATE SET storage_used_bytes = $3, storage_quota_bytes = $2`,
+        [tenantId, quotaBytes, usedBytes],
+      );
+    }
+
+    /** Every page of a list, following next_page_token; `between` runs before each later page. */
+    async function allPages(
+      get: (path: string) => Promise<Res>,
+      path: string,
+      between: (page: number) => Promise<void> = async () => {},
+    ): Promise<{ ids: string[]; pages: Res[] }> {
+      const ids: string[] = [];
+      const pages: Res[] = [];
+      let token = "";
+      for (let page = 0; page < 50; page++) {
+        if (page > 0) await between(page);
+        const sep = path.includes("?") ? "&" : "?";
+        const res = await get(token === "" ? path : `${path}${sep}page_token=${token}`);
+        expect(res.status, res.text).toBe(200);
+        pages.push(res);
+        ids.push(...res.body.results.map((r: { id: string }) => r.id));
+        token = res.body.next_page_token;
+        if (token === "") return { ids, pages };
+      }
+      throw new Error("more than 50 pages");
+    }
+
+    it("returns every ReplayMetadata field plus status, null when unset, for a recording and a finished replay", async () => {
+      const t = await tenant();
+      const serverId = randomUUID();
+      const finished = await seed(t.tenantId, {
+        serverId,
+        integration: "Minecraft",
+        quality: "hd",
+        status: "ready",
+        startedAt: "2026-02-01T10:00:00.123Z",
+        endedAt: "2026-02-01T10:30:00.456Z",
+        durationMs: 1_800_333,
+        sizeBytes: 123_456_789_012,
+        formatVersion: 3,
+        storageTier: "cold",
+        retentionUntil: "2026-05-01T00:00:00.000Z",
+        visibility: "public",
+      });
+      const recording = await seed(t.tenantId, {
+        serverId,
+        status: "recording",
+        startedAt: "2026-02-02T00:00:00.000Z",
+      });
+      const finishedBody = {
+        id: finished,
+        server_id: serverId,
+        integration: "Minecraft",
+        quality: "hd",
+        started_at: "2026-02-01T10:00:00.123Z",
+        ended_at: "2026-02-01T10:30:00.456Z",
+        duration_ms: 1_800_333,
+        size_bytes: 123_456_789_012,
+        storage_tier: "cold",
+        retention_until: "2026-05-01T00:00:00.000Z",
+        visibility: "public",
+        format_version: 3,
+        status: "ready",
+      };
+      const recordingBody = {
+        id: recording,
+        server_id: serverId,
+        integration: "rust",
+        quality: "standard",
+        started_at: "2026-02-02T00:00:00.000Z",
+        ended_at: null,
+        duration_ms: null,
+        size_bytes: null,
+        storage_tier: "hot",
+        retention_until: "2027-01-01T00:00:00.000Z",
+        visibility: "staff",
+        format_version: null,
+        status: "recording",
+      };
+      const got = await t.signed("GET", `/v1/replays/${finished.toUpperCase()}`);
+      expect(got.status, got.text).toBe(200);
+      expect(got.body).toStrictEqual(finishedBody);
+      expect((await t.api(`/v1/api/replays/${recording}`)).body).toStrictEqual(recordingBody);
+      const list = await t.signed("GET", "/v1/replays");
+      expect(list.body).toStrictEqual({ results: [recordingBody, finishedBody], next_page_token: "", page_size: 20 });
+    });
+
+    it("lists newest first, then by id descending, with next_page_token empty exactly on the last page", async () => {
+      const t = await tenant();
+      const sameStart = "2026-03-01T00:00:00.000Z";
+      const tied = [await seed(t.tenantId, { startedAt: sameStart }), await seed(t.tenantId, { startedAt: sameStart })];
+      // Microseconds apart: finer than a millisecond, still ordered and paged exactly.
+      const micro = [
+        await seed(t.tenantId, { startedAt: "2026-03-02T00:00:00.000001Z" }),
+        await seed(t.tenantId, { startedAt: "2026-03-02T00:00:00.000002Z" }),
+      ];
+      const older = await seed(t.tenantId, { startedAt: "2026-01-15T00:00:00.000Z" });
+      const expected = [micro[1], micro[0], ...[...tied].sort().reverse(), older];
+
+      const whole = await t.signed("GET", "/v1/replays");
+      expect(whole.body.results.map((r: { id: string }) => r.id)).toEqual(expected);
+      expect(whole.body.next_page_token).toBe("");
+
+      for (const size of [1, 2, 4, 5]) {
+        const { ids, pages } = await allPages((p) => t.signed("GET", p), `/v1/replays?page_size=${size}`);
+        expect(ids, `page_size ${size}`).toEqual(expected);
+        expect(pages.map((p) => p.body.page_size)).toEqual(pages.map(() => size));
+        // Exactly when no replay follows: 5 replays in pages of 5 is one page, not a trailing empty one.
+        expect(pages).toHaveLength(Math.ceil(expected.length / size));
+      }
+      const api = await allPages((p) => t.api(p), "/v1/api/replays?page_size=2");
+      expect(api.ids).toEqual(expected);
+    });
+
+    it("pages through inserts and deletes between pages without skipping or repeating a replay", async () => {
+      const t = await tenant();
+      const initial: string[] = [];
+      for (let i = 0; i < 9; i++) initial.push(await seed(t.tenantId));
+      const newestFirst = [...initial].reverse();
+      const deleted = new Set<string>();
+      const { ids } = await allPages(
+        (p) => t.signed("GET", p),
+        "/v1/replays?page_size=3",
+        async (page) => {
+          // A newer replay (before the position) and a deletion both before and after it.
+          await seed(t.tenantId);
+          const gone = page === 1 ? [newestFirst[0], newestFirst[5]] : [newestFirst[7]];
+          for (const id of gone as string[]) {
+            const res = await t.signed("DELETE", `/v1/replays/${id}`);
+            expect(res.status, res.text).toBe(204);
+            deleted.add(id);
+          }
+        },
+      );
+      expect(new Set(ids).size).toBe(ids.length);
+      // Every replay that existed throughout is seen exactly once, in order; newer ones are not.
+      const survivors = newestFirst.filter((id) => !deleted.has(id));
+      expect(ids.filter((id) => survivors.includes(id))).toEqual(survivors);
+      expect(ids).not.toContain(newestFirst[5]);
+      expect(ids).not.toContain(newestFirst[7]);
+    });
+
+    it("binds page tokens to the tenant, the route and the filters; page_size may change between pages", async () => {
+      const t = await tenant();
+      const other = await tenant();
+      const serverId = randomUUID();
+      for (let i = 0; i < 3; i++) await seed(t.tenantId, { serverId, integration: "rust" });
+      for (let i = 0; i < 3; i++) await seed(other.tenantId, { serverId: randomUUID(), integration: "rust" });
+      const first = await t.signed("GET", `/v1/replays?page_size=1&server_id=${serverId}`);
+      const token = first.body.next_page_token as string;
+      expect(token).not.toBe("");
+
+      const resized = await t.signed("GET", `/v1/replays?page_size=2&server_id=${serverId}&page_token=${token}`);
+      expect(resized.status, resized.text).toBe(200);
+      expect(resized.body.results).toHaveLength(2);
+      expect(resized.body.next_page_token).toBe("");
+      const refusals = [
+        ["other tenant", other.signed("GET", `/v1/replays?server_id=${serverId}&page_token=${token}`)],
+        ["other route", t.api(`/v1/api/replays?server_id=${serverId}&page_token=${token}`)],
+        ["filter dropped", t.signed("GET", `/v1/replays?page_token=${token}`)],
+        ["other server", t.signed("GET", `/v1/replays?server_id=${randomUUID()}&page_token=${token}`)],
+        ["filter added", t.signed("GET", `/v1/replays?server_id=${serverId}&integration=rust&page_token=${token}`)],
+        ["tampered", t.signed("GET", `/v1/replays?server_id=${serverId}&page_token=${token.slice(0, -2)}AA`)],
+      ] as const;
+      for (const [why, request] of refusals) {
+        const res = await request;
+        expect({ why, status: res.status, code: res.body?.code }).toEqual({
+          why,
+          status: 400,
+          code: "INVALID_PAGE_TOKEN",
+        });
+      }
+      // The server id's case does not change the binding: it is the same filter.
+      const upper = await t.signed(
+        "GET",
+        `/v1/replays?page_size=1&server_id=${serverId.toUpperCase()}&page_token=${token}`,
+      );
+      expect(upper.status, upper.text).toBe(200);
+    });
+
+    it("filters by server_id and by integration (exact, case-sensitive), combined", async () => {
+      const t = await tenant();
+      const [a, b] = [randomUUID(), randomUUID()];
+      const aRust = await seed(t.tenantId, { serverId: a, integration: "rust" });
+      const aGmod = await seed(t.tenantId, { serverId: a, integration: "gmod" });
+      const bRust = await seed(t.tenantId, { serverId: b, integration: "rust" });
+      const bRustUpper = await seed(t.tenantId, { serverId: b, integration: "Rust" });
+      const other = await tenant();
+      await seed(other.tenantId, { serverId: a, integration: "rust" });
+      const ids = async (query: string) => {
+        const signed = await t.signed("GET", `/v1/replays${query}`);
+        const api = await t.api(`/v1/api/replays${query}`);
+        expect(signed.status, signed.text).toBe(200);
+        expect(api.body.results).toEqual(signed.body.results);
+        return signed.body.results.map((r: { id: string }) => r.id);
+      };
+      expect(await ids("")).toEqual([bRustUpper, bRust, aGmod, aRust]);
+      expect(await ids(`?server_id=${a}`)).toEqual([aGmod, aRust]);
+      expect(await ids(`?server_id=${a.toUpperCase()}`)).toEqual([aGmod, aRust]);
+      expect(await ids("?integration=rust")).toEqual([bRust, aRust]);
+      expect(await ids("?integration=Rust")).toEqual([bRustUpper]);
+      expect(await ids(`?server_id=${b}&integration=rust`)).toEqual([bRust]);
+      expect(await ids(`?server_id=${randomUUID()}`)).toEqual([]);
+      expect(await ids("?integration=")).toEqual([]);
+      const paged = await allPages((p) => t.signed("GET", p), "/v1/replays?integration=rust&page_size=1");
+      expect(paged.ids).toEqual([bRust, aRust]);
+    });
+
+    it("hides another tenant's replay: 404 REPLAY_NOT_FOUND on get and delete, absent from lists", async () => {
+      const t = await tenant();
+      const other = await tenant();
+      const theirs = await seed(other.tenantId);
+      expectProblem(await t.signed("GET", `/v1/replays/${theirs}`), 404, "REPLAY_NOT_FOUND");
+      expectProblem(await t.api(`/v1/api/replays/${theirs}`), 404, "REPLAY_NOT_FOUND");
+      expectProblem(await t.signed("DELETE", `/v1/replays/${theirs}`), 404, "REPLAY_NOT_FOUND");
+      expect((await t.signed("GET", "/v1/replays")).body).toEqual(EMPTY_PAGE);
+      expect((await other.signed("GET", `/v1/replays/${theirs}`)).status).toBe(200);
+    });
+
+    it("deletes a replay for good: 204, storage freed, archive queued and removed, events emitted, then 404", async () => {
+      const t = await tenant();
+      const serverId = randomUUID();
+      const replayId = await seed(t.tenantId, { serverId, sizeBytes: 4_000, status: "ready" });
+      const kept = await seed(t.tenantId, { serverId, sizeBytes: 1_000 });
+      await setStorage(t.tenantId, 5_000);
+      const archiveKey = `tenant/${t.tenantId}/replay/${replayId}.rpl`;
+
+      const res = await t.signed("DELETE", `/v1/replays/${replayId}`);
+      expect(res.status, res.text).toBe(204);
+      expect(res.text).toBe("");
+      expectProblem(await t.signed("GET", `/v1/replays/${replayId}`), 404, "REPLAY_NOT_FOUND");
+      expectProblem(await t.signed("DELETE", `/v1/replays/${replayId}`), 404, "REPLAY_NOT_FOUND");
+      expect((await t.signed("GET", "/v1/replays")).body.results.map((r: { id: string }) => r.id)).toEqual([kept]);
+      const { tenant: shown } = await sys.admin.getTenant({ tenantId: t.tenantId });
+      expect(shown?.storageUsedBytes).toBe(1_000n);
+
+      const { rows } = await db.query<{ subject: string; payload: Buffer }>(
+        "SELECT subject, payload FROM replays.outbox ORDER BY id",
+      );
+      const mine = rows
+        .filter((r) => r.subject === "replays.replay.deleted" || r.subject === "replays.asset.deleted")
+        .map((r) =>
+          r.subject === "replays.replay.deleted"
+            ? { subject: r.subject, event: decodeEvent("replays.replay.deleted", r.payload) }
+            : { subject: r.subject, event: decodeEvent("replays.asset.deleted", r.payload) },
+        )
+        .filter(({ event }) => ("replayId" in event ? event.replayId : event.asset?.replayId) === replayId);
+      expect(mine.map((m) => m.subject)).toEqual(["replays.replay.deleted", "replays.asset.deleted"]);
+      expect(mine[0]?.event).toMatchObject({ tenantId: t.tenantId, replayId, serverId, sizeBytes: 4_000n });
+      expect(mine[1]?.event).toMatchObject({
+        tenantId: t.tenantId,
+        asset: { id: replayId, replayId, serverId, state: "deleted", status: "ready", sizeBytes: 4_000n },
+      });
+
+      // The archive's queue entry is drained by the worker once the blob store confirmed.
+      await pollUntil(
+        async () =>
+          (await db.query("SELECT 1 FROM replays.blob_deletion WHERE archive_key = $1", [archiveKey])).rowCount,
+        (n) => n === 0,
+        20_000,
+        200,
+      );
+    });
+
+    it("deletes a recording in progress, and an expired replay without freeing storage twice", async () => {
+      const t = await tenant();
+      const recording = await seed(t.tenantId, { status: "recording" });
+      const expired = await seed(t.tenantId, { status: "expired", sizeBytes: 2_000, archiveKey: null });
+      const ready = await seed(t.tenantId, { sizeBytes: 3_000 });
+      await setStorage(t.tenantId, 3_000);
+      for (const id of [recording, expired]) {
+        const res = await t.signed("DELETE", `/v1/replays/${id}`);
+        expect(res.status, res.text).toBe(204);
+      }
+      expect((await sys.admin.getTenant({ tenantId: t.tenantId })).tenant?.storageUsedBytes).toBe(3_000n);
+      expect((await t.signed("DELETE", `/v1/replays/${ready}`)).status).toBe(204);
+      expect((await sys.admin.getTenant({ tenantId: t.tenantId })).tenant?.storageUsedBytes).toBe(0n);
+      expect((await t.signed("GET", "/v1/replays")).body).toEqual(EMPTY_PAGE);
+    });
+
+    it("a delete lowers the server's replayCount (the servers projection consumes replays.replay.deleted)", async () => {
+      const t = await tenant();
+      const created = await send(sys.baseUrl, "POST", "/v1/api/servers", {
+        headers: t.bearer(),
+        body: { name: `srv-${randomUUID().slice(0, 8)}` },
+      });
+      expect(created.status, created.text).toBe(201);
+      const serverId = created.body.serverId as string;
+      await grpcCheckIn(sys.internalUrl, serverId);
+      const replayId = await seed(t.tenantId, { serverId });
+      // Stands in for replays.recording.started, which the recording RPCs will publish.
+      await db.query("INSERT INTO servers.replay (replay_id, server_id) VALUES ($1, $2)", [replayId, serverId]);
+      const count = async () =>
+        (await t.api("/v1/api/servers")).body.servers.find((s: { id: string }) => s.id === serverId)?.replayCount;
+      expect(await count()).toBe(1);
+      expect((await t.signed("DELETE", `/v1/replays/${replayId}`)).status).toBe(204);
+      await pollUntil(count, (n) => n === 0, 20_000, 100);
+    });
+  });
+});
