@@ -407,6 +407,23 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
       );
     });
 
+    it("answers two deletes racing on one replay with one 204 and one 404, emitting the events once", async () => {
+      const t = await tenant();
+      const replayId = await seed(t.tenantId, { sizeBytes: 700 });
+      await setStorage(t.tenantId, 700);
+      const answers = await Promise.all([
+        t.signed("DELETE", `/v1/replays/${replayId}`),
+        t.signed("DELETE", `/v1/replays/${replayId}`),
+      ]);
+      expect(answers.map((r) => r.status).sort()).toEqual([204, 404]);
+      expect((await sys.admin.getTenant({ tenantId: t.tenantId })).tenant?.storageUsedBytes).toBe(0n);
+      const { rows } = await db.query<{ payload: Buffer }>(
+        "SELECT payload FROM replays.outbox WHERE subject = 'replays.replay.deleted'",
+      );
+      const events = rows.filter((r) => decodeEvent("replays.replay.deleted", r.payload).replayId === replayId);
+      expect(events).toHaveLength(1);
+    });
+
     it("deletes a recording in progress, and an expired replay without freeing storage twice", async () => {
       const t = await tenant();
       const recording = await seed(t.tenantId, { status: "recording" });

@@ -63,7 +63,7 @@ function isPosition(value: unknown): value is store.ReplayPosition {
     typeof p === "object" &&
     p !== null &&
     typeof p.startedAt === "string" &&
-    /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(p.startedAt) &&
+    /^\d{4,}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(p.startedAt) &&
     isUuid(p.replayId)
   );
 }

@@ -54,7 +54,9 @@ export function enqueueEvent(tx: Tx, event: OutgoingEvent): Promise<void> {
  * after `after` when given, read with `limit` (the page size plus one, to know whether a replay
  * follows). The row-value comparison and the order match the (tenant_id[, server_id |
  * integration], started_at DESC, replay_id DESC) indexes of 001, so every page is one index range
- * scan from the token's position, however deep.
+ * scan from the token's position, however deep. The `IS NULL` alternatives cost nothing: each query
+ * is an unnamed statement planned with its parameters, so the planner drops the unused filters and
+ * keeps the row comparison as an index condition (checked with EXPLAIN on 300 000 rows).
  */
 export async function listReplaysByTenant(
   q: Queryable,
