@@ -3,6 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { BlobStore } from "../../lib/blob/blob.js";
 import { createFsBlobStore } from "../../lib/blob/fs.js";
 import { type TestDb, testDbModes } from "../../lib/db/_testing.js";
 import { blobDeletionsWorker, retryDelayMs } from "./blob-deletions.js";
@@ -90,6 +91,27 @@ describe.each(testDbModes())("blob deletions ($name database)", ({ open }) => {
     await blobDeletionsWorker({ db: testDb.db, blobs }).round(signal);
     expect(await queued(key)).toBeUndefined();
     expect(await blobs.stat(key)).toBeUndefined();
+  });
+
+  it("never hands one key to two replicas working at once", async () => {
+    const store = createFsBlobStore(join(dir, "store"));
+    const removed: string[] = [];
+    // The real store, recording which keys each removal was asked for.
+    const blobs: BlobStore = {
+      ...store,
+      async delete(key) {
+        removed.push(key);
+        await store.delete(key);
+      },
+    };
+    const keys = Array.from({ length: 30 }, () => `tenant/${randomUUID()}/replay/${randomUUID()}.rpl`);
+    for (const key of keys) await queue(key);
+    const replicas = Array.from({ length: 3 }, () => blobDeletionsWorker({ db: testDb.db, blobs, batchSize: 30 }));
+    await Promise.all(replicas.map((replica) => replica.round(signal)));
+    // A replica that found every row locked by another has nothing left to do on its next round.
+    await Promise.all(replicas.map((replica) => replica.round(signal)));
+    expect([...removed].sort()).toEqual([...keys].sort());
+    for (const key of keys) expect(await queued(key)).toBeUndefined();
   });
 
   it("works a full batch and asks for another round at once", async () => {
