@@ -1,11 +1,16 @@
 import { randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeEvent } from "../lib/bus/events.js";
+import { createEmbeddedDb, openEmbeddedPostgres } from "../lib/db/embedded.js";
 import { provisionTenant, type Res, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { grpcCheckIn } from "./recorder.js";
 import { sharedSystems } from "./shared-system.js";
+import { type System, startEmbeddedSystem } from "./system.js";
 
 // The replays read and delete API through the gateway (spec "Replays", decisions.md §5 and §7).
 // Until the recording RPCs exist no replay can be made through the API, so the tests that need
@@ -36,6 +41,76 @@ type Seed = {
 };
 
 const EMPTY_PAGE = { results: [], next_page_token: "", page_size: 20 };
+
+/** The ReplayMetadata of a seeded recording in progress: what is not known yet is null. */
+function recordingMetadata(id: string | undefined, serverId: unknown, startedAt: string) {
+  return {
+    id,
+    server_id: serverId,
+    integration: "rust",
+    quality: "standard",
+    started_at: startedAt,
+    ended_at: null,
+    duration_ms: null,
+    size_bytes: null,
+    storage_tier: "hot",
+    retention_until: "2027-01-01T00:00:00.000Z",
+    visibility: "staff",
+    format_version: null,
+    status: "recording",
+  };
+}
+
+/** Where seeds go: a pg pool on the distributed system's database, or the stopped embedded one's. */
+type Sql = { query(text: string, params?: unknown[]): Promise<unknown> };
+
+let clock = Date.parse("2026-01-01T00:00:00.000Z");
+/** A distinct, increasing start time per call: newer replays for later seeds. */
+const nextStart = () => {
+  clock += 60_000;
+  return new Date(clock).toISOString();
+};
+
+async function seed(db: Sql, tenantId: string, s: Seed = {}): Promise<string> {
+  const replayId = s.replayId ?? randomUUID();
+  const status = s.status ?? "ready";
+  const recording = status === "recording";
+  const startedAt = s.startedAt ?? nextStart();
+  await db.query(
+    `INSERT INTO replays.replay (replay_id, tenant_id, server_id, integration, quality, status, pipeline,
+       started_at, ended_at, duration_ms, size_bytes, format_version, storage_tier, retention_until, visibility,
+       archive_key)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+    [
+      replayId,
+      tenantId,
+      s.serverId ?? randomUUID(),
+      s.integration ?? "rust",
+      s.quality ?? "standard",
+      status,
+      recording ? "none" : "ended",
+      startedAt,
+      s.endedAt !== undefined ? s.endedAt : recording ? null : new Date(Date.parse(startedAt) + 5_000).toISOString(),
+      s.durationMs !== undefined ? s.durationMs : recording ? null : 5_000,
+      s.sizeBytes !== undefined ? s.sizeBytes : recording ? null : 1_000,
+      s.formatVersion !== undefined ? s.formatVersion : recording ? null : 1,
+      s.storageTier ?? "hot",
+      s.retentionUntil ?? "2027-01-01T00:00:00.000Z",
+      s.visibility ?? "staff",
+      s.archiveKey !== undefined ? s.archiveKey : recording ? null : `tenant/${tenantId}/replay/${replayId}.rpl`,
+    ],
+  );
+  return replayId;
+}
+
+async function setStorage(db: Sql, tenantId: string, usedBytes: number, quotaBytes = 1_000_000): Promise<void> {
+  await db.query(
+    `INSERT INTO replays.tenant (tenant_id, storage_quota_bytes, plan_version, storage_used_bytes)
+     VALUES ($1, $2, 1, $3)
+     ON CONFLICT (tenant_id) DO UPDATE SET storage_used_bytes = $3, storage_quota_bytes = $2`,
+    [tenantId, quotaBytes, usedBytes],
+  );
+}
 
 describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
   const tenant = async () => {
@@ -96,58 +171,6 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
     });
     afterAll(() => db.end());
 
-    let clock = Date.parse("2026-01-01T00:00:00.000Z");
-    /** A distinct, increasing start time per call: newer replays for later seeds. */
-    const nextStart = () => {
-      clock += 60_000;
-      return new Date(clock).toISOString();
-    };
-
-    async function seed(tenantId: string, s: Seed = {}): Promise<string> {
-      const replayId = s.replayId ?? randomUUID();
-      const status = s.status ?? "ready";
-      const recording = status === "recording";
-      const startedAt = s.startedAt ?? nextStart();
-      await db.query(
-        `INSERT INTO replays.replay (replay_id, tenant_id, server_id, integration, quality, status, pipeline,
-           started_at, ended_at, duration_ms, size_bytes, format_version, storage_tier, retention_until, visibility,
-           archive_key)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
-        [
-          replayId,
-          tenantId,
-          s.serverId ?? randomUUID(),
-          s.integration ?? "rust",
-          s.quality ?? "standard",
-          status,
-          recording ? "none" : "ended",
-          startedAt,
-          s.endedAt !== undefined
-            ? s.endedAt
-            : recording
-              ? null
-              : new Date(Date.parse(startedAt) + 5_000).toISOString(),
-          s.durationMs !== undefined ? s.durationMs : recording ? null : 5_000,
-          s.sizeBytes !== undefined ? s.sizeBytes : recording ? null : 1_000,
-          s.formatVersion !== undefined ? s.formatVersion : recording ? null : 1,
-          s.storageTier ?? "hot",
-          s.retentionUntil ?? "2027-01-01T00:00:00.000Z",
-          s.visibility ?? "staff",
-          s.archiveKey !== undefined ? s.archiveKey : recording ? null : `tenant/${tenantId}/replay/${replayId}.rpl`,
-        ],
-      );
-      return replayId;
-    }
-
-    async function setStorage(tenantId: string, usedBytes: number, quotaBytes = 1_000_000): Promise<void> {
-      await db.query(
-        `INSERT INTO replays.tenant (tenant_id, storage_quota_bytes, plan_version, storage_used_bytes)
-         VALUES ($1, $2, 1, $3)
-         ON CONFLICT (tenant_id) DO UPDATE SET storage_used_bytes = $3, storage_quota_bytes = $2`,
-        [tenantId, quotaBytes, usedBytes],
-      );
-    }
-
     /** Every page of a list, following next_page_token; `between` runs before each later page. */
     async function allPages(
       get: (path: string) => Promise<Res>,
@@ -173,7 +196,7 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
     it("returns every ReplayMetadata field plus status, null when unset, for a recording and a finished replay", async () => {
       const t = await tenant();
       const serverId = randomUUID();
-      const finished = await seed(t.tenantId, {
+      const finished = await seed(db, t.tenantId, {
         serverId,
         integration: "Minecraft",
         quality: "hd",
@@ -187,7 +210,7 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
         retentionUntil: "2026-05-01T00:00:00.000Z",
         visibility: "public",
       });
-      const recording = await seed(t.tenantId, {
+      const recording = await seed(db, t.tenantId, {
         serverId,
         status: "recording",
         startedAt: "2026-02-02T00:00:00.000Z",
@@ -207,21 +230,7 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
         format_version: 3,
         status: "ready",
       };
-      const recordingBody = {
-        id: recording,
-        server_id: serverId,
-        integration: "rust",
-        quality: "standard",
-        started_at: "2026-02-02T00:00:00.000Z",
-        ended_at: null,
-        duration_ms: null,
-        size_bytes: null,
-        storage_tier: "hot",
-        retention_until: "2027-01-01T00:00:00.000Z",
-        visibility: "staff",
-        format_version: null,
-        status: "recording",
-      };
+      const recordingBody = recordingMetadata(recording, serverId, "2026-02-02T00:00:00.000Z");
       const got = await t.signed("GET", `/v1/replays/${finished.toUpperCase()}`);
       expect(got.status, got.text).toBe(200);
       expect(got.body).toStrictEqual(finishedBody);
@@ -233,13 +242,16 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
     it("lists newest first, then by id descending, with next_page_token empty exactly on the last page", async () => {
       const t = await tenant();
       const sameStart = "2026-03-01T00:00:00.000Z";
-      const tied = [await seed(t.tenantId, { startedAt: sameStart }), await seed(t.tenantId, { startedAt: sameStart })];
+      const tied = [
+        await seed(db, t.tenantId, { startedAt: sameStart }),
+        await seed(db, t.tenantId, { startedAt: sameStart }),
+      ];
       // Microseconds apart: finer than a millisecond, still ordered and paged exactly.
       const micro = [
-        await seed(t.tenantId, { startedAt: "2026-03-02T00:00:00.000001Z" }),
-        await seed(t.tenantId, { startedAt: "2026-03-02T00:00:00.000002Z" }),
+        await seed(db, t.tenantId, { startedAt: "2026-03-02T00:00:00.000001Z" }),
+        await seed(db, t.tenantId, { startedAt: "2026-03-02T00:00:00.000002Z" }),
       ];
-      const older = await seed(t.tenantId, { startedAt: "2026-01-15T00:00:00.000Z" });
+      const older = await seed(db, t.tenantId, { startedAt: "2026-01-15T00:00:00.000Z" });
       const expected = [micro[1], micro[0], ...[...tied].sort().reverse(), older];
 
       const whole = await t.signed("GET", "/v1/replays");
@@ -260,7 +272,7 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
     it("pages through inserts and deletes between pages without skipping or repeating a replay", async () => {
       const t = await tenant();
       const initial: string[] = [];
-      for (let i = 0; i < 9; i++) initial.push(await seed(t.tenantId));
+      for (let i = 0; i < 9; i++) initial.push(await seed(db, t.tenantId));
       const newestFirst = [...initial].reverse();
       const deleted = new Set<string>();
       const { ids } = await allPages(
@@ -268,7 +280,7 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
         "/v1/replays?page_size=3",
         async (page) => {
           // A newer replay (before the position) and a deletion both before and after it.
-          await seed(t.tenantId);
+          await seed(db, t.tenantId);
           const gone = page === 1 ? [newestFirst[0], newestFirst[5]] : [newestFirst[7]];
           for (const id of gone as string[]) {
             const res = await t.signed("DELETE", `/v1/replays/${id}`);
@@ -289,8 +301,8 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
       const t = await tenant();
       const other = await tenant();
       const serverId = randomUUID();
-      for (let i = 0; i < 3; i++) await seed(t.tenantId, { serverId, integration: "rust" });
-      for (let i = 0; i < 3; i++) await seed(other.tenantId, { serverId: randomUUID(), integration: "rust" });
+      for (let i = 0; i < 3; i++) await seed(db, t.tenantId, { serverId, integration: "rust" });
+      for (let i = 0; i < 3; i++) await seed(db, other.tenantId, { serverId: randomUUID(), integration: "rust" });
       const first = await t.signed("GET", `/v1/replays?page_size=1&server_id=${serverId}`);
       const token = first.body.next_page_token as string;
       expect(token).not.toBe("");
@@ -326,12 +338,12 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
     it("filters by server_id and by integration (exact, case-sensitive), combined", async () => {
       const t = await tenant();
       const [a, b] = [randomUUID(), randomUUID()];
-      const aRust = await seed(t.tenantId, { serverId: a, integration: "rust" });
-      const aGmod = await seed(t.tenantId, { serverId: a, integration: "gmod" });
-      const bRust = await seed(t.tenantId, { serverId: b, integration: "rust" });
-      const bRustUpper = await seed(t.tenantId, { serverId: b, integration: "Rust" });
+      const aRust = await seed(db, t.tenantId, { serverId: a, integration: "rust" });
+      const aGmod = await seed(db, t.tenantId, { serverId: a, integration: "gmod" });
+      const bRust = await seed(db, t.tenantId, { serverId: b, integration: "rust" });
+      const bRustUpper = await seed(db, t.tenantId, { serverId: b, integration: "Rust" });
       const other = await tenant();
-      await seed(other.tenantId, { serverId: a, integration: "rust" });
+      await seed(db, other.tenantId, { serverId: a, integration: "rust" });
       const ids = async (query: string) => {
         const signed = await t.signed("GET", `/v1/replays${query}`);
         const api = await t.api(`/v1/api/replays${query}`);
@@ -354,7 +366,7 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
     it("hides another tenant's replay: 404 REPLAY_NOT_FOUND on get and delete, absent from lists", async () => {
       const t = await tenant();
       const other = await tenant();
-      const theirs = await seed(other.tenantId);
+      const theirs = await seed(db, other.tenantId);
       expectProblem(await t.signed("GET", `/v1/replays/${theirs}`), 404, "REPLAY_NOT_FOUND");
       expectProblem(await t.api(`/v1/api/replays/${theirs}`), 404, "REPLAY_NOT_FOUND");
       expectProblem(await t.signed("DELETE", `/v1/replays/${theirs}`), 404, "REPLAY_NOT_FOUND");
@@ -365,9 +377,9 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
     it("deletes a replay for good: 204, storage freed, archive queued and removed, events emitted, then 404", async () => {
       const t = await tenant();
       const serverId = randomUUID();
-      const replayId = await seed(t.tenantId, { serverId, sizeBytes: 4_000, status: "ready" });
-      const kept = await seed(t.tenantId, { serverId, sizeBytes: 1_000 });
-      await setStorage(t.tenantId, 5_000);
+      const replayId = await seed(db, t.tenantId, { serverId, sizeBytes: 4_000, status: "ready" });
+      const kept = await seed(db, t.tenantId, { serverId, sizeBytes: 1_000 });
+      await setStorage(db, t.tenantId, 5_000);
       const archiveKey = `tenant/${t.tenantId}/replay/${replayId}.rpl`;
 
       const res = await t.signed("DELETE", `/v1/replays/${replayId}`);
@@ -409,8 +421,8 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
 
     it("answers two deletes racing on one replay with one 204 and one 404, emitting the events once", async () => {
       const t = await tenant();
-      const replayId = await seed(t.tenantId, { sizeBytes: 700 });
-      await setStorage(t.tenantId, 700);
+      const replayId = await seed(db, t.tenantId, { sizeBytes: 700 });
+      await setStorage(db, t.tenantId, 700);
       const answers = await Promise.all([
         t.signed("DELETE", `/v1/replays/${replayId}`),
         t.signed("DELETE", `/v1/replays/${replayId}`),
@@ -426,10 +438,10 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
 
     it("deletes a recording in progress, and an expired replay without freeing storage twice", async () => {
       const t = await tenant();
-      const recording = await seed(t.tenantId, { status: "recording" });
-      const expired = await seed(t.tenantId, { status: "expired", sizeBytes: 2_000, archiveKey: null });
-      const ready = await seed(t.tenantId, { sizeBytes: 3_000 });
-      await setStorage(t.tenantId, 3_000);
+      const recording = await seed(db, t.tenantId, { status: "recording" });
+      const expired = await seed(db, t.tenantId, { status: "expired", sizeBytes: 2_000, archiveKey: null });
+      const ready = await seed(db, t.tenantId, { sizeBytes: 3_000 });
+      await setStorage(db, t.tenantId, 3_000);
       for (const id of [recording, expired]) {
         const res = await t.signed("DELETE", `/v1/replays/${id}`);
         expect(res.status, res.text).toBe(204);
@@ -449,7 +461,7 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
       expect(created.status, created.text).toBe(201);
       const serverId = created.body.serverId as string;
       await grpcCheckIn(sys.internalUrl, serverId);
-      const replayId = await seed(t.tenantId, { serverId });
+      const replayId = await seed(db, t.tenantId, { serverId });
       // Stands in for replays.recording.started, which the recording RPCs will publish.
       await db.query("INSERT INTO servers.replay (replay_id, server_id) VALUES ($1, $2)", [replayId, serverId]);
       const count = async () =>
@@ -459,4 +471,125 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
       await pollUntil(count, (n) => n === 0, 20_000, 100);
     });
   });
+});
+
+// The embedded system's database lives inside its process, so the seeds go in while it is stopped:
+// start it on a DATA_DIR of the test's own to provision a tenant, stop it, seed its database on
+// disk, start it again on the same DATA_DIR and test through its gateway.
+describe("replays with seeded replays (embedded mode, seeded while the system is stopped)", () => {
+  let dataDir: string;
+  let sys: System | undefined;
+  let t: Awaited<ReturnType<typeof provisionTenant>>;
+  const ids: Record<string, string> = {};
+  const current = () => {
+    if (!sys) throw new Error("the system is not started");
+    return sys;
+  };
+  const signed = (method: string, path: string) => sendSigned(current().baseUrl, t.signer, method, path);
+
+  async function withStoppedDb<T>(fn: (db: Sql) => Promise<T>): Promise<T> {
+    await sys?.stop();
+    sys = undefined;
+    const embedded = await openEmbeddedPostgres(join(dataDir, "pg"));
+    try {
+      return await fn(createEmbeddedDb(embedded, "replays"));
+    } finally {
+      await embedded.close();
+    }
+  }
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "replay-replays-"));
+    sys = await startEmbeddedSystem({ DATA_DIR: dataDir });
+    t = await provisionTenant(sys);
+    const other = await provisionTenant(sys);
+    await withStoppedDb(async (db) => {
+      ids.serverA = randomUUID();
+      ids.old = await seed(db, t.tenantId, { serverId: ids.serverA, startedAt: "2026-04-01T00:00:00.000Z" });
+      ids.mid = await seed(db, t.tenantId, { integration: "gmod", startedAt: "2026-04-02T00:00:00.000Z" });
+      ids.tieA = await seed(db, t.tenantId, { serverId: ids.serverA, startedAt: "2026-04-03T00:00:00.000Z" });
+      ids.tieB = await seed(db, t.tenantId, { startedAt: "2026-04-03T00:00:00.000Z" });
+      ids.recording = await seed(db, t.tenantId, { status: "recording", startedAt: "2026-04-04T00:00:00.000001Z" });
+      ids.theirs = await seed(db, other.tenantId);
+      await setStorage(db, t.tenantId, 4_000);
+    });
+    sys = await startEmbeddedSystem({ DATA_DIR: dataDir });
+  }, 120_000);
+  afterAll(async () => {
+    await sys?.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  }, 30_000);
+
+  it("lists newest first, then by id descending, across pages, with every field (null when unset)", async () => {
+    const [tieHigh, tieLow] = [ids.tieA, ids.tieB].sort().reverse();
+    const expected = [ids.recording, tieHigh, tieLow, ids.mid, ids.old];
+    const seen: string[] = [];
+    let token = "";
+    for (let page = 0; page < 3; page++) {
+      const res = await signed("GET", `/v1/replays?page_size=2${token ? `&page_token=${token}` : ""}`);
+      expect(res.status, res.text).toBe(200);
+      seen.push(...res.body.results.map((r: { id: string }) => r.id));
+      token = res.body.next_page_token;
+      expect(token === "", `page ${page}`).toBe(page === 2);
+    }
+    expect(seen).toEqual(expected);
+    const recording = await signed("GET", `/v1/replays/${ids.recording}`);
+    expect(recording.body).toStrictEqual(
+      recordingMetadata(ids.recording, expect.stringMatching(/^[0-9a-f-]{36}$/), "2026-04-04T00:00:00.000Z"),
+    );
+    expect((await signed("GET", `/v1/replays/${ids.old}`)).body).toMatchObject({
+      ended_at: "2026-04-01T00:00:05.000Z",
+      duration_ms: 5_000,
+      size_bytes: 1_000,
+      format_version: 1,
+      status: "ready",
+    });
+  });
+
+  it("filters by server_id and integration, and hides another tenant's replay", async () => {
+    const list = async (query: string) =>
+      (await signed("GET", `/v1/replays${query}`)).body.results.map((r: { id: string }) => r.id);
+    expect(await list(`?server_id=${ids.serverA}`)).toEqual([ids.tieA, ids.old]);
+    expect(await list("?integration=gmod")).toEqual([ids.mid]);
+    expect(await list(`?server_id=${ids.serverA}&integration=gmod`)).toEqual([]);
+    expectProblem(await signed("GET", `/v1/replays/${ids.theirs}`), 404, "REPLAY_NOT_FOUND");
+    expectProblem(await signed("DELETE", `/v1/replays/${ids.theirs}`), 404, "REPLAY_NOT_FOUND");
+  });
+
+  it("deletes: 204, storage freed, then 404; the events are in the outbox and the archive's queue entry drained", async () => {
+    const res = await signed("DELETE", `/v1/replays/${ids.mid}`);
+    expect(res.status, res.text).toBe(204);
+    expectProblem(await signed("DELETE", `/v1/replays/${ids.mid}`), 404, "REPLAY_NOT_FOUND");
+    expectProblem(await signed("GET", `/v1/replays/${ids.mid}`), 404, "REPLAY_NOT_FOUND");
+    expect((await current().admin.getTenant({ tenantId: t.tenantId })).tenant?.storageUsedBytes).toBe(3_000n);
+    const recording = await signed("DELETE", `/v1/replays/${ids.recording}`);
+    expect(recording.status, recording.text).toBe(204);
+    expect((await current().admin.getTenant({ tenantId: t.tenantId })).tenant?.storageUsedBytes).toBe(3_000n);
+    // Each look stops the system (its database is in its process) and, while the archive is still
+    // queued, starts it again: the worker's first round runs at start, and a stop lets it finish.
+    const archiveKey = `tenant/${t.tenantId}/replay/${ids.mid}.rpl`;
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const state = await withStoppedDb(async (db) => {
+        const subjects = (await db.query(
+          "SELECT subject, payload FROM replays.outbox WHERE subject IN ('replays.replay.deleted', 'replays.asset.deleted') ORDER BY id",
+        )) as { rows: { subject: string; payload: Uint8Array }[] };
+        const queued = (await db.query("SELECT 1 FROM replays.blob_deletion WHERE archive_key = $1", [archiveKey])) as {
+          rows: unknown[];
+        };
+        return {
+          deleted: subjects.rows
+            .filter((r) => r.subject === "replays.replay.deleted")
+            .map((r) => decodeEvent("replays.replay.deleted", r.payload).replayId),
+          assets: subjects.rows.filter((r) => r.subject === "replays.asset.deleted").length,
+          queued: queued.rows.length,
+        };
+      });
+      expect(state.deleted).toEqual([ids.mid, ids.recording]);
+      expect(state.assets).toBe(2);
+      if (state.queued === 0) break;
+      if (Date.now() > deadline) throw new Error("the archive's queue entry was not drained");
+      sys = await startEmbeddedSystem({ DATA_DIR: dataDir });
+    }
+  }, 90_000);
 });
