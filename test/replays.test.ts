@@ -14,9 +14,10 @@ import { type System, startEmbeddedSystem } from "./system.js";
 
 // The replays read and delete API through the gateway (spec "Replays", decisions.md §5 and §7).
 // Until the recording RPCs exist no replay can be made through the API, so the tests that need
-// replays seed replays.replay (and replays.tenant) with SQL; only the distributed system exposes its
-// database to the test, so those run in the distributed mode only. The rules that need no replay
-// run in both modes.
+// replays seed replays.replay (and replays.tenant) with SQL. The rules that need no replay run on
+// both shared systems; the seeded ones run in full on the distributed system, whose database the
+// test reaches, and again (without inserts between pages) on an embedded system of the test's own,
+// seeded while it is stopped (the last describe).
 
 function expectProblem(res: Res, status: number, code: string): void {
   expect({ status: res.status, code: res.body?.code }, res.text).toEqual({ status, code });
