@@ -7,6 +7,7 @@ import type { BlobStore } from "../../lib/blob/blob.js";
 import { createFsBlobStore } from "../../lib/blob/fs.js";
 import { type TestDb, testDbModes } from "../../lib/db/_testing.js";
 import { blobDeletionsWorker, retryDelayMs } from "./blob-deletions.js";
+import { updateBlobDeletionsClaimed } from "./store.js";
 
 // The archive removal queue (issue 10: no orphan archive for ever): the worker removes a queued
 // archive from a real blob store and drops the queue row only once the store confirmed; a store
@@ -112,6 +113,24 @@ describe.each(testDbModes())("blob deletions ($name database)", ({ open }) => {
     await Promise.all(replicas.map((replica) => replica.round(signal)));
     expect([...removed].sort()).toEqual([...keys].sort());
     for (const key of keys) expect(await queued(key)).toBeUndefined();
+  });
+
+  it("leaves a key claimed by a replica that died alone until its lease runs out, then removes it", async () => {
+    const blobs = createFsBlobStore(join(dir, "store"));
+    const key = `tenant/${randomUUID()}/replay/${randomUUID()}.rpl`;
+    await blobs.put(key, new TextEncoder().encode("archive bytes"));
+    await queue(key);
+    // A replica claims the key and dies before removing it.
+    expect((await updateBlobDeletionsClaimed(testDb.db, 100, 60_000)).map((r) => r.archive_key)).toContain(key);
+    const worker = blobDeletionsWorker({ db: testDb.db, blobs });
+    await worker.round(signal);
+    expect(await blobs.stat(key)).toBeDefined();
+    expect((await queued(key))?.attempts).toBe(0);
+
+    await testDb.db.query("UPDATE replays.blob_deletion SET next_attempt_at = now() WHERE archive_key = $1", [key]);
+    await worker.round(signal);
+    expect(await blobs.stat(key)).toBeUndefined();
+    expect(await queued(key)).toBeUndefined();
   });
 
   it("works a full batch and asks for another round at once", async () => {

@@ -13,6 +13,8 @@ export type BlobDeletionsDeps = {
   batchSize?: number;
   /** The poll between rounds when nothing nudges the worker. */
   intervalMs?: number;
+  /** How long a claimed key is left to this replica before another may take it. */
+  leaseMs?: number;
   /** The wait before a failed key is tried again, doubling per attempt from `baseMs` up to `maxMs`. */
   retry?: { baseMs: number; maxMs: number };
 };
@@ -24,37 +26,34 @@ export function retryDelayMs(attempts: number, retry: { baseMs: number; maxMs: n
 
 /**
  * Drains replays.blob_deletion (issue 10: a crash between the metadata delete and the blob delete
- * leaves no orphan for ever). Each round claims due keys with FOR UPDATE SKIP LOCKED in one
- * transaction, so replicas never work the same key at once, removes each archive from the blob
- * store and deletes its queue row only once the store confirmed; a failure leaves the row queued
- * with a growing delay. Removing a missing object is fine, so a key removed twice (a crash after
- * the store confirmed, before the commit) does no harm.
+ * leaves no orphan for ever). Each round claims due keys for a lease (one statement, SKIP LOCKED, so
+ * replicas never take the same key at once), removes each archive from the blob store outside any
+ * transaction (a slow store never holds a database connection, which the embedded mode's single one
+ * could not spare), and deletes the queue row only once the store confirmed; a failure leaves the
+ * row queued with a growing delay. Removing a missing object is fine, so a key removed twice (a
+ * crash after the store confirmed, or a removal slower than its lease) does no harm.
  */
 export function blobDeletionsWorker(deps: BlobDeletionsDeps): WorkerSpec {
   const batchSize = deps.batchSize ?? 50;
   const retry = deps.retry ?? { baseMs: 1_000, maxMs: 5 * 60_000 };
+  const leaseMs = deps.leaseMs ?? 5 * 60_000;
   return {
     name: "replays-blob-deletions",
     intervalMs: deps.intervalMs ?? 5_000,
     async round() {
-      return deps.db.transaction(async (tx) => {
-        const due = await store.listBlobDeletionsDue(tx, batchSize);
-        for (const row of due) {
-          try {
-            await deps.blobs.delete(row.archive_key);
-          } catch (err) {
-            const delayMs = retryDelayMs(row.attempts, retry);
-            log.warn(
-              { err, archiveKey: row.archive_key, attempts: row.attempts + 1, delayMs },
-              "archive removal failed",
-            );
-            await store.updateBlobDeletionRetry(tx, row.archive_key, delayMs);
-            continue;
-          }
-          await store.deleteBlobDeletion(tx, row.archive_key);
+      const claimed = await store.updateBlobDeletionsClaimed(deps.db, batchSize, leaseMs);
+      for (const row of claimed) {
+        try {
+          await deps.blobs.delete(row.archive_key);
+        } catch (err) {
+          const delayMs = retryDelayMs(row.attempts, retry);
+          log.warn({ err, archiveKey: row.archive_key, attempts: row.attempts + 1, delayMs }, "archive removal failed");
+          await store.updateBlobDeletionRetry(deps.db, row.archive_key, delayMs);
+          continue;
         }
-        return due.length === batchSize;
-      });
+        await store.deleteBlobDeletion(deps.db, row.archive_key);
+      }
+      return claimed.length === batchSize;
     },
   };
 }

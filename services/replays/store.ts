@@ -133,28 +133,38 @@ export async function insertBlobDeletion(tx: Tx, archiveKey: string): Promise<vo
 }
 
 /**
- * Due queued archives, locked for the caller's transaction with SKIP LOCKED, so that replicas of
- * the worker each take other rows and a row is worked by one replica at a time.
+ * Claims up to `limit` due queued archives for `leaseMs`, in one statement: each claimed row is made
+ * due again only when the lease runs out, so no other replica takes it meanwhile (SKIP LOCKED keeps
+ * replicas claiming at once apart), and a replica that dies leaves its rows to be retried after the
+ * lease. The removal itself then runs outside any transaction.
  */
-export async function listBlobDeletionsDue(tx: Tx, limit: number): Promise<BlobDeletionRow[]> {
-  const { rows } = await tx.query<BlobDeletionRow>(
-    `SELECT archive_key, attempts FROM replays.blob_deletion
-      WHERE next_attempt_at <= now()
-      ORDER BY next_attempt_at
-      LIMIT $1
-        FOR UPDATE SKIP LOCKED`,
-    [limit],
+export async function updateBlobDeletionsClaimed(
+  q: Queryable,
+  limit: number,
+  leaseMs: number,
+): Promise<BlobDeletionRow[]> {
+  const { rows } = await q.query<BlobDeletionRow>(
+    `UPDATE replays.blob_deletion AS b
+        SET next_attempt_at = now() + $2 * interval '1 millisecond'
+      WHERE b.archive_key IN (
+        SELECT archive_key FROM replays.blob_deletion
+         WHERE next_attempt_at <= now()
+         ORDER BY next_attempt_at
+         LIMIT $1
+           FOR UPDATE SKIP LOCKED)
+     RETURNING b.archive_key, b.attempts`,
+    [limit, leaseMs],
   );
   return rows;
 }
 
-export async function deleteBlobDeletion(tx: Tx, archiveKey: string): Promise<void> {
-  await tx.query("DELETE FROM replays.blob_deletion WHERE archive_key = $1", [archiveKey]);
+export async function deleteBlobDeletion(q: Queryable, archiveKey: string): Promise<void> {
+  await q.query("DELETE FROM replays.blob_deletion WHERE archive_key = $1", [archiveKey]);
 }
 
 /** A failed removal: counted, and due again after `delayMs`. */
-export async function updateBlobDeletionRetry(tx: Tx, archiveKey: string, delayMs: number): Promise<void> {
-  await tx.query(
+export async function updateBlobDeletionRetry(q: Queryable, archiveKey: string, delayMs: number): Promise<void> {
+  await q.query(
     `UPDATE replays.blob_deletion
         SET attempts = attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond'
       WHERE archive_key = $1`,
