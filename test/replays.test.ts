@@ -137,7 +137,14 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
     it("refuses a malformed id with INVALID_REPLAY_ID and a missing replay with REPLAY_NOT_FOUND", async () => {
       const t = await tenant();
       const notV4 = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"; // a version 1 UUID
-      for (const bad of ["nope", notV4, `${randomUUID()}0`, randomUUID().replace(/-/g, "")]) {
+      for (const bad of [
+        "nope",
+        notV4,
+        `${randomUUID()}0`,
+        randomUUID().replace(/-/g, ""),
+        `${randomUUID()}%00`,
+        "%20",
+      ]) {
         expectProblem(await t.signed("GET", `/v1/replays/${bad}`), 400, "INVALID_REPLAY_ID");
         expectProblem(await t.signed("DELETE", `/v1/replays/${bad}`), 400, "INVALID_REPLAY_ID");
         expectProblem(await t.api(`/v1/api/replays/${bad}`), 400, "INVALID_REPLAY_ID");
