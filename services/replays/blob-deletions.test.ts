@@ -6,12 +6,22 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BlobStore } from "../../lib/blob/blob.js";
 import { createFsBlobStore } from "../../lib/blob/fs.js";
 import { type TestDb, testDbModes } from "../../lib/db/_testing.js";
+import { startWorker } from "../../lib/worker/worker.js";
 import { blobDeletionsWorker, retryDelayMs } from "./blob-deletions.js";
-import { updateBlobDeletionsClaimed } from "./store.js";
+import { insertBlobDeletion, updateBlobDeletionsClaimed } from "./store.js";
 
 // The archive removal queue (issue 10: no orphan archive for ever): the worker removes a queued
 // archive from a real blob store and drops the queue row only once the store confirmed; a store
 // that fails leaves the row queued, counted and due later.
+
+/** Waits for `done` with a 5 s deadline. */
+async function until(done: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw new Error("not done within 5 s");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
 
 describe("retryDelayMs", () => {
   it("doubles from the base per failed attempt, up to the maximum", () => {
@@ -131,6 +141,19 @@ describe.each(testDbModes())("blob deletions ($name database)", ({ open }) => {
     await worker.round(signal);
     expect(await blobs.stat(key)).toBeUndefined();
     expect(await queued(key)).toBeUndefined();
+  });
+
+  it("wakes on the commit of a queued key rather than waiting for its poll", async () => {
+    const blobs = createFsBlobStore(join(dir, "store"));
+    const [first, key] = [1, 2].map(() => `tenant/${randomUUID()}/replay/${randomUUID()}.rpl`) as [string, string];
+    await blobs.put(key, new TextEncoder().encode("archive bytes"));
+    await queue(first);
+    await using _worker = startWorker(blobDeletionsWorker({ db: testDb.db, blobs, intervalMs: 600_000 }));
+    // The first round, which runs once the worker listens, takes `first`; the next waits 10 minutes
+    // unless a NOTIFY wakes it.
+    await until(async () => (await queued(first)) === undefined);
+    await testDb.db.transaction((tx) => insertBlobDeletion(tx, key));
+    await until(async () => (await blobs.stat(key)) === undefined && (await queued(key)) === undefined);
   });
 
   it("works a full batch and asks for another round at once", async () => {

@@ -39,7 +39,9 @@ export function blobDeletionsWorker(deps: BlobDeletionsDeps): WorkerSpec {
   const leaseMs = deps.leaseMs ?? 5 * 60_000;
   return {
     name: "replays-blob-deletions",
+    // A delete's NOTIFY starts a round at once; the poll catches retries that fall due.
     intervalMs: deps.intervalMs ?? 5_000,
+    wakeOn: { db: deps.db, channel: store.blobDeletionChannel },
     async round() {
       const claimed = await store.updateBlobDeletionsClaimed(deps.db, batchSize, leaseMs);
       for (const row of claimed) {

@@ -123,13 +123,20 @@ export async function findTenantStorage(q: Queryable, tenantId: string): Promise
   return rows[0];
 }
 
-/** Queues an archive for removal from the blob store, in the transaction that drops its metadata. */
+/** The NOTIFY channel insertBlobDeletion signals on commit; the blob deletions worker wakes on it. */
+export const blobDeletionChannel = "replays_blob_deletion";
+
+/**
+ * Queues an archive for removal from the blob store, in the transaction that drops its metadata,
+ * and wakes the workers (NOTIFY is delivered only on commit).
+ */
 export async function insertBlobDeletion(tx: Tx, archiveKey: string): Promise<void> {
   await tx.query(
     `INSERT INTO replays.blob_deletion (archive_key) VALUES ($1)
        ON CONFLICT (archive_key) DO UPDATE SET next_attempt_at = now()`,
     [archiveKey],
   );
+  await tx.query(`NOTIFY ${blobDeletionChannel}`);
 }
 
 /**
