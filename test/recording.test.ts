@@ -9,6 +9,7 @@ import { AssetState, RecordingService } from "../gen/replay/replays/v1/recording
 import { provisionTenant, send } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { grpcCheckIn } from "./recorder.js";
+import { runReplayctl } from "./replayctl.js";
 import { sharedSystems } from "./shared-system.js";
 
 // The recording lifecycle (decisions.md §7) over the internal API (gRPC, through the gateway's
@@ -263,5 +264,37 @@ describe.each(sharedSystems())("recording lifecycle ($mode mode)", (sys) => {
     expect(await start()).toBe("STORAGE_QUOTA_EXCEEDED");
     expect(await codeOf(rpc.expireReplay({ replayId: replayIds[1] as string }))).toBe("OK");
     expect(await start()).toBe("OK");
+  });
+
+  it("takes a replay through its lifecycle with replayctl; a refused step exits non-zero with the code", async () => {
+    const t = await tenant();
+    const serverId = await t.pending();
+    await grpcCheckIn(sys.internalUrl, serverId, { pluginVersion: "1.0.0" });
+    const ctl = (...args: string[]) => runReplayctl(sys.internalUrl, args);
+    const started = await pollUntil(
+      () => ctl("recording", "start", "--server", serverId, "--integration", "rust", "--quality", "hd"),
+      (run) => run.code === 0,
+      10_000,
+    );
+    const replayId: string = started.out.replayId;
+    expect(started.out).toEqual({ replayId: expect.any(String) });
+    const steps = [
+      ["recording", "finish", "--replay", replayId, "--size-bytes", "77"],
+      ["asset", "set", "--replay", replayId, "--state", "processing"],
+      ["asset", "set", "--replay", replayId, "--state", "ready"],
+      ["collection", "release", "--replay", replayId],
+      ["collection", "revoke", "--replay", replayId],
+      ["replay", "expire", "--replay", replayId],
+    ];
+    for (const step of steps) {
+      const run = await ctl(...step);
+      expect({ code: run.code, out: run.out }, `${step.join(" ")}: ${run.stderr}`).toEqual({
+        code: 0,
+        out: { replayId },
+      });
+    }
+    const refused = await ctl("collection", "release", "--replay", replayId);
+    expect(refused.code).not.toBe(0);
+    expect(refused.problem?.code, refused.stderr).toBe("INVALID_TRANSITION");
   });
 });
