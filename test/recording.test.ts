@@ -6,6 +6,7 @@ import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { ErrorDetailSchema } from "../gen/replay/common/v1/common_pb.js";
 import { AssetState, RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
+import { decodeEvent, type EventSubject } from "../lib/bus/events.js";
 import { provisionTenant, send } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { grpcCheckIn } from "./recorder.js";
@@ -156,6 +157,31 @@ describe.each(sharedSystems())("recording lifecycle ($mode mode)", (sys) => {
       [t.tenantId],
     );
     expect(usage?.used).toBe(0);
+    // The webhook-facing payloads carry the collection and the asset as they became.
+    const payloadOf = async <S extends EventSubject>(subject: S) => {
+      const [event] = await query<{ payload: Buffer }>(
+        "SELECT payload FROM replays.outbox WHERE subject = $1 AND position(convert_to($2, 'UTF8') in payload) > 0",
+        [subject, replayId],
+      );
+      return decodeEvent(subject, new Uint8Array(event?.payload ?? []));
+    };
+    const finalized = await payloadOf("replays.collection.finalized");
+    expect(finalized.tenantId).toBe(t.tenantId);
+    expect(finalized.collection).toMatchObject({
+      id: replayId,
+      replayId,
+      serverId,
+      state: "finalized",
+      status: "processing",
+      visibility: "staff",
+      sizeBytes: 1234n,
+      formatVersion: 1,
+      integration: "rust",
+    });
+    const revoked = await payloadOf("replays.collection.revoked");
+    expect(revoked.collection).toMatchObject({ state: "revoked", status: "ready", visibility: "staff", revoked: true });
+    const expired = await payloadOf("replays.asset.expired");
+    expect(expired.asset).toMatchObject({ id: replayId, state: "expired", status: "expired", sizeBytes: 1234n });
   });
 
   it("refuses malformed, unknown, pending, deauthorised and purged servers with their codes", async () => {
