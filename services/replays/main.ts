@@ -7,6 +7,8 @@ import { sourceFolder } from "../../lib/paths.js";
 import type { Platform } from "../../lib/platform.js";
 import { type Running, type ServiceSpec, startService } from "../../lib/service-host.js";
 import { blobDeletionsWorker } from "./blob-deletions.js";
+import { replaysConsumers } from "./events.js";
+import { createRecordingService } from "./recording.js";
 import { createReplaysService } from "./service.js";
 
 /** The replays service: replay reads and deletes, the recording lifecycle and operator actions. */
@@ -14,7 +16,7 @@ export const replaysService: ServiceSpec = {
   name: "replays",
   migrationsDir: sourceFolder(import.meta.url, "./migrations"),
   healthNames: [ReplaysService.typeName, RecordingService.typeName],
-  async setup({ config, db, blobs }) {
+  async setup({ config, db, blobs, now }) {
     const key = await loadPageTokenKey({
       key: config.pages.tokenKey,
       keyFile: config.pages.tokenKeyFile,
@@ -24,8 +26,9 @@ export const replaysService: ServiceSpec = {
     return {
       routes(router) {
         router.service(ReplaysService, replays);
-        router.service(RecordingService, {});
+        router.service(RecordingService, createRecordingService({ db, now }));
       },
+      consumers: replaysConsumers,
       workers: [blobDeletionsWorker({ db, blobs })],
     };
   },

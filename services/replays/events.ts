@@ -1,0 +1,33 @@
+import type { Consumer } from "../../lib/bus/consumer.js";
+import * as store from "./recording-store.js";
+
+/**
+ * The replays service's projections: tenant plans (identity.tenant.upserted), whose storage quota
+ * `recording start` checks, and servers' states (servers.server.*), which decide whether a server
+ * may record. The consumer runner applies each event once (inbox) in the transaction that records it.
+ */
+export const replaysConsumers: Consumer[] = [
+  {
+    durable: "replays_tenant_plans",
+    handlers: {
+      "identity.tenant.upserted": (tx, event) =>
+        store.upsertTenantPlan(tx, {
+          tenantId: event.tenantId,
+          storageQuotaBytes: event.storageQuotaBytes,
+          version: event.version,
+        }),
+    },
+  },
+  {
+    durable: "replays_servers",
+    handlers: {
+      "servers.server.created": (tx, event) =>
+        store.upsertServerState(tx, { serverId: event.serverId, tenantId: event.tenantId, state: "pending" }),
+      "servers.server.connected": (tx, event) =>
+        store.upsertServerState(tx, { serverId: event.serverId, tenantId: event.tenantId, state: "connected" }),
+      "servers.server.deauthorised": (tx, event) =>
+        store.upsertServerState(tx, { serverId: event.serverId, tenantId: event.tenantId, state: "deauthorised" }),
+      "servers.server.purged": (tx, event) => store.deleteServer(tx, event.serverId),
+    },
+  },
+];

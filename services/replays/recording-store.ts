@@ -1,0 +1,214 @@
+import type { OutgoingEvent } from "../../lib/bus/events.js";
+import { enqueue } from "../../lib/bus/outbox.js";
+import type { Queryable, Tx } from "../../lib/db/types.js";
+import type { Pipeline, ReplayStatus, Visibility } from "./transitions.js";
+
+// SQL of the recording lifecycle and of the projections it checks against (schema `replays`).
+
+export type ServerState = "pending" | "connected" | "deauthorised";
+
+export type ReplayRow = {
+  replay_id: string;
+  tenant_id: string;
+  server_id: string;
+  integration: string;
+  quality: "standard" | "hd";
+  status: ReplayStatus;
+  pipeline: Pipeline;
+  started_at: Date;
+  ended_at: Date | null;
+  duration_ms: string | null;
+  size_bytes: string | null;
+  format_version: number | null;
+  storage_tier: "hot" | "cold";
+  retention_until: Date;
+  visibility: Visibility;
+  revoked: boolean;
+  archive_key: string | null;
+};
+
+const replayColumns = `replay_id, tenant_id, server_id, integration, quality, status, pipeline, started_at, ended_at,
+  duration_ms::text AS duration_ms, size_bytes::text AS size_bytes, format_version, storage_tier, retention_until,
+  visibility, revoked, archive_key`;
+
+/** Records an event in this schema's outbox, in the caller's transaction. */
+export function enqueueEvent(tx: Tx, event: OutgoingEvent): Promise<void> {
+  return enqueue(tx, "replays", event);
+}
+
+/** identity.tenant.upserted: a newer plan replaces the quota; the usage is this service's own. */
+export async function upsertTenantPlan(
+  tx: Tx,
+  plan: { tenantId: string; storageQuotaBytes: bigint; version: bigint },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO replays.tenant (tenant_id, storage_quota_bytes, plan_version) VALUES ($1, $2, $3)
+     ON CONFLICT (tenant_id) DO UPDATE
+       SET storage_quota_bytes = EXCLUDED.storage_quota_bytes, plan_version = EXCLUDED.plan_version
+       WHERE replays.tenant.plan_version < EXCLUDED.plan_version`,
+    [plan.tenantId, plan.storageQuotaBytes.toString(), plan.version.toString()],
+  );
+}
+
+/** The tenant's quota and usage; plan_version 0 marks usage recorded before its plan arrived. */
+export async function findTenantStorage(
+  q: Queryable,
+  tenantId: string,
+): Promise<{ storage_quota_bytes: bigint; storage_used_bytes: bigint; plan_version: bigint } | undefined> {
+  const { rows } = await q.query<{ storage_quota_bytes: string; storage_used_bytes: string; plan_version: string }>(
+    `SELECT storage_quota_bytes::text, storage_used_bytes::text, plan_version::text
+       FROM replays.tenant WHERE tenant_id = $1`,
+    [tenantId],
+  );
+  const row = rows[0];
+  return row
+    ? {
+        storage_quota_bytes: BigInt(row.storage_quota_bytes),
+        storage_used_bytes: BigInt(row.storage_used_bytes),
+        plan_version: BigInt(row.plan_version),
+      }
+    : undefined;
+}
+
+/**
+ * Adds `deltaBytes` (negative to free space) to the tenant's usage. A tenant whose plan has not
+ * been projected yet gets a row with plan version 0 and quota 0, which its first plan replaces.
+ */
+export async function updateTenantStorageUsed(tx: Tx, tenantId: string, deltaBytes: bigint): Promise<void> {
+  await tx.query(
+    `INSERT INTO replays.tenant (tenant_id, storage_quota_bytes, plan_version, storage_used_bytes)
+     VALUES ($1, 0, 0, GREATEST($2::bigint, 0))
+     ON CONFLICT (tenant_id) DO UPDATE
+       SET storage_used_bytes = GREATEST(replays.tenant.storage_used_bytes + $2::bigint, 0)`,
+    [tenantId, deltaBytes.toString()],
+  );
+}
+
+const serverRank: Record<ServerState, number> = { pending: 0, connected: 1, deauthorised: 2 };
+
+/**
+ * servers.server.created / connected / deauthorised. A server only moves forward (pending,
+ * connected, deauthorised), so an event that arrives after a later one changes nothing.
+ */
+export async function upsertServerState(
+  tx: Tx,
+  server: { serverId: string; tenantId: string; state: ServerState },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO replays.server (server_id, tenant_id, state)
+     SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM replays.server_purged WHERE server_id = $1)
+     ON CONFLICT (server_id) DO UPDATE SET state = EXCLUDED.state
+       WHERE (CASE replays.server.state WHEN 'pending' THEN 0 WHEN 'connected' THEN 1 ELSE 2 END) < $4`,
+    [server.serverId, server.tenantId, server.state, serverRank[server.state]],
+  );
+}
+
+/** servers.server.purged: the server is unknown from now on, even to an event that arrives late. */
+export async function deleteServer(tx: Tx, serverId: string): Promise<void> {
+  await tx.query("DELETE FROM replays.server WHERE server_id = $1", [serverId]);
+  await tx.query("INSERT INTO replays.server_purged (server_id) VALUES ($1) ON CONFLICT DO NOTHING", [serverId]);
+}
+
+export async function findServerById(
+  q: Queryable,
+  serverId: string,
+): Promise<{ tenant_id: string; state: ServerState } | undefined> {
+  const { rows } = await q.query<{ tenant_id: string; state: ServerState }>(
+    "SELECT tenant_id, state FROM replays.server WHERE server_id = $1",
+    [serverId],
+  );
+  return rows[0];
+}
+
+/** The server's recording in progress, if any. */
+export async function findRecordingByServer(q: Queryable, serverId: string): Promise<string | undefined> {
+  const { rows } = await q.query<{ replay_id: string }>(
+    "SELECT replay_id FROM replays.replay WHERE server_id = $1 AND status = 'recording'",
+    [serverId],
+  );
+  return rows[0]?.replay_id;
+}
+
+/** The partial unique index that keeps one recording per server, whatever races. */
+export const oneRecordingPerServer = "replay_recording_server_idx";
+
+export async function insertReplay(
+  tx: Tx,
+  replay: {
+    replayId: string;
+    tenantId: string;
+    serverId: string;
+    integration: string;
+    quality: "standard" | "hd";
+    startedAt: Date;
+    retentionUntil: Date;
+  },
+): Promise<ReplayRow> {
+  const { rows } = await tx.query<ReplayRow>(
+    `INSERT INTO replays.replay (replay_id, tenant_id, server_id, integration, quality, status, started_at,
+                                 storage_tier, retention_until, visibility)
+     VALUES ($1, $2, $3, $4, $5, 'recording', $6, 'hot', $7, 'staff')
+     RETURNING ${replayColumns}`,
+    [
+      replay.replayId,
+      replay.tenantId,
+      replay.serverId,
+      replay.integration,
+      replay.quality,
+      replay.startedAt,
+      replay.retentionUntil,
+    ],
+  );
+  return rows[0] as ReplayRow;
+}
+
+/** One replay, locked until the end of `tx` so that one transition at a time sees its state. */
+export async function findReplayForUpdate(tx: Tx, replayId: string): Promise<ReplayRow | undefined> {
+  const { rows } = await tx.query<ReplayRow>(
+    `SELECT ${replayColumns} FROM replays.replay WHERE replay_id = $1 FOR UPDATE`,
+    [replayId],
+  );
+  return rows[0];
+}
+
+export async function updateReplayFinished(
+  tx: Tx,
+  replayId: string,
+  finish: { endedAt: Date; durationMs: bigint; sizeBytes: bigint; formatVersion: number },
+): Promise<ReplayRow> {
+  const { rows } = await tx.query<ReplayRow>(
+    `UPDATE replays.replay
+        SET status = 'processing', ended_at = $2, duration_ms = $3, size_bytes = $4, format_version = $5
+      WHERE replay_id = $1
+      RETURNING ${replayColumns}`,
+    [replayId, finish.endedAt, finish.durationMs.toString(), finish.sizeBytes.toString(), finish.formatVersion],
+  );
+  return rows[0] as ReplayRow;
+}
+
+/** Applies a transition's change to the lifecycle columns (the others stay). */
+export async function updateReplayState(
+  tx: Tx,
+  replayId: string,
+  change: { status?: ReplayStatus; pipeline?: Pipeline; visibility?: Visibility; revoked?: boolean },
+): Promise<ReplayRow> {
+  const { rows } = await tx.query<ReplayRow>(
+    `UPDATE replays.replay
+        SET status = COALESCE($2, status), pipeline = COALESCE($3, pipeline),
+            visibility = COALESCE($4, visibility), revoked = COALESCE($5, revoked)
+      WHERE replay_id = $1
+      RETURNING ${replayColumns}`,
+    [replayId, change.status ?? null, change.pipeline ?? null, change.visibility ?? null, change.revoked ?? null],
+  );
+  return rows[0] as ReplayRow;
+}
+
+/** The archive is gone from the metadata; its blob is queued for the deletion worker. */
+export async function updateReplayArchiveRemoved(tx: Tx, row: ReplayRow): Promise<void> {
+  await tx.query("UPDATE replays.replay SET archive_key = NULL WHERE replay_id = $1", [row.replay_id]);
+  if (row.archive_key !== null) {
+    await tx.query("INSERT INTO replays.blob_deletion (archive_key) VALUES ($1) ON CONFLICT DO NOTHING", [
+      row.archive_key,
+    ]);
+  }
+}

@@ -1,0 +1,264 @@
+import { type Timestamp, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { AssetSnapshot, CollectionSnapshot } from "../../gen/replay/events/v1/replays_pb.js";
+import { AssetState, type RecordingService } from "../../gen/replay/replays/v1/recording_pb.js";
+import { Quality } from "../../gen/replay/replays/v1/replays_pb.js";
+import { buildEvent } from "../../lib/bus/events.js";
+import { isUniqueViolation } from "../../lib/db/errors.js";
+import type { Db, Tx } from "../../lib/db/types.js";
+import { DomainError } from "../../lib/errors.js";
+import { newId, parseUuid } from "../../lib/ids.js";
+import type { ReplayRow } from "./recording-store.js";
+import * as store from "./recording-store.js";
+import { type Action, type AssetStep, nextState } from "./transitions.js";
+
+/**
+ * How long a replay is kept, from the start of its recording. The tenant's plan has no retention
+ * field yet, so every replay gets this default (README "Replays: the recording lifecycle").
+ */
+export const DEFAULT_RETENTION_MS = 90 * 24 * 60 * 60 * 1000;
+
+export type RecordingDeps = { db: Db; now: () => Date };
+
+const dateOf = (ts: Timestamp | undefined, fallback: Date) => (ts ? timestampDate(ts) : fallback);
+const tsOf = (date: Date | null) => (date ? timestampFromDate(date) : undefined);
+const bigOf = (text: string | null) => (text === null ? 0n : BigInt(text));
+
+function collectionOf(
+  row: ReplayRow,
+  state: "finalized" | "released" | "revoked",
+): Omit<CollectionSnapshot, "$typeName"> {
+  return {
+    id: row.replay_id,
+    replayId: row.replay_id,
+    serverId: row.server_id,
+    state,
+    visibility: row.visibility,
+    status: row.status,
+    revoked: row.revoked,
+    integration: row.integration,
+    quality: row.quality,
+    startedAt: tsOf(row.started_at),
+    endedAt: tsOf(row.ended_at),
+    durationMs: bigOf(row.duration_ms),
+    sizeBytes: bigOf(row.size_bytes),
+    formatVersion: row.format_version ?? 0,
+    retentionUntil: tsOf(row.retention_until),
+  };
+}
+
+// A replay has one asset, its archive, so the asset id is the replay id.
+function assetOf(row: ReplayRow, state: AssetStep | "expired"): Omit<AssetSnapshot, "$typeName"> {
+  return {
+    id: row.replay_id,
+    replayId: row.replay_id,
+    serverId: row.server_id,
+    state,
+    status: row.status,
+    visibility: row.visibility,
+    storageTier: row.storage_tier,
+    sizeBytes: row.size_bytes === null ? undefined : BigInt(row.size_bytes),
+    formatVersion: row.format_version ?? undefined,
+    retentionUntil: tsOf(row.retention_until),
+  };
+}
+
+const parseReplayId = (raw: string) => parseUuid(raw, "INVALID_REPLAY_ID", "replay_id");
+const assetSteps: Partial<Record<AssetState, AssetStep>> = {
+  [AssetState.PROCESSING]: "processing",
+  [AssetState.READY]: "ready",
+  [AssetState.FAILED]: "failed",
+};
+
+/**
+ * The recording lifecycle (decisions.md §7). Every action runs in one transaction that locks the
+ * replay's row, checks the action against its current state (transitions.ts), applies it and
+ * enqueues its event, so two callers racing on one replay make one transition and one event: the
+ * second sees the first's result and is refused with INVALID_TRANSITION.
+ */
+export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof RecordingService> {
+  const { db } = deps;
+
+  /** Locks the replay, applies `action` when allowed, and enqueues the events of the new row. */
+  async function transition(
+    rawId: string,
+    action: (row: ReplayRow) => Action,
+    apply: (tx: Tx, row: ReplayRow, change: ReturnType<typeof nextState>) => Promise<ReplayRow>,
+  ): Promise<{ replayId: string }> {
+    const replayId = parseReplayId(rawId);
+    await db.transaction(async (tx) => {
+      const row = await store.findReplayForUpdate(tx, replayId);
+      if (!row) throw new DomainError("REPLAY_NOT_FOUND", `no replay ${replayId}`);
+      const change = nextState(row, action(row));
+      await apply(tx, row, change);
+    });
+    return { replayId };
+  }
+
+  /** Release and revoke: a visibility change and the collection's event. */
+  function collectionTransition(rawId: string, state: "released" | "revoked") {
+    return transition(
+      rawId,
+      () => ({ kind: state === "released" ? "release" : "revoke" }),
+      async (tx, row, change) => {
+        const done = await store.updateReplayState(tx, row.replay_id, change);
+        const collection = collectionOf(done, state);
+        const tenantId = row.tenant_id;
+        await store.enqueueEvent(
+          tx,
+          state === "released"
+            ? buildEvent("replays.collection.released", { tenantId, collection })
+            : buildEvent("replays.collection.revoked", { tenantId, collection }),
+        );
+        return done;
+      },
+    );
+  }
+
+  return {
+    async startRecording(req) {
+      const serverId = parseUuid(req.serverId, "INVALID_SERVER_ID", "server_id");
+      const now = deps.now();
+      const startedAt = dateOf(req.startedAt, now);
+      const quality = req.quality === Quality.HD ? "hd" : "standard";
+      const replayId = newId();
+      try {
+        await db.transaction(async (tx) => {
+          const server = await store.findServerById(tx, serverId);
+          if (!server) throw new DomainError("SERVER_NOT_FOUND", `no server ${serverId}`);
+          if (server.state === "pending") {
+            throw new DomainError("SERVER_NOT_CONNECTED", `server ${serverId} has not connected yet`);
+          }
+          if (server.state === "deauthorised") {
+            throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} is deauthorised`);
+          }
+          if (await store.findRecordingByServer(tx, serverId)) throw recordingInProgress(serverId);
+          // A tenant whose plan has not reached this projection yet (plan version 0 or no row) has no
+          // known quota: its recordings are not refused until the plan arrives (README).
+          const storage = await store.findTenantStorage(tx, server.tenant_id);
+          if (storage && storage.plan_version > 0n && storage.storage_used_bytes >= storage.storage_quota_bytes) {
+            throw new DomainError("STORAGE_QUOTA_EXCEEDED", "the tenant's storage quota is used up");
+          }
+          const row = await store.insertReplay(tx, {
+            replayId,
+            tenantId: server.tenant_id,
+            serverId,
+            integration: req.integration,
+            quality,
+            startedAt,
+            retentionUntil: new Date(startedAt.getTime() + DEFAULT_RETENTION_MS),
+          });
+          await store.enqueueEvent(
+            tx,
+            buildEvent("replays.recording.started", {
+              tenantId: row.tenant_id,
+              replayId,
+              serverId,
+              startedAt: tsOf(row.started_at),
+            }),
+          );
+        });
+      } catch (err) {
+        // Two starts racing on one server: the partial unique index lets one in.
+        if (isUniqueViolation(err, store.oneRecordingPerServer)) throw recordingInProgress(serverId);
+        throw err;
+      }
+      return { replayId };
+    },
+
+    async finishRecording(req) {
+      const now = deps.now();
+      const endedAt = dateOf(req.endedAt, now);
+      const sizeBytes = req.sizeBytes ?? 0n;
+      const formatVersion = req.formatVersion ?? 1;
+      if (sizeBytes < 0n) throw new DomainError("INVALID_ARGUMENT", "size_bytes must not be negative");
+      return transition(
+        req.replayId,
+        (row) => ({ kind: "finish", startedAt: row.started_at, endedAt }),
+        async (tx, row) => {
+          const durationMs = BigInt(endedAt.getTime() - row.started_at.getTime());
+          const done = await store.updateReplayFinished(tx, row.replay_id, {
+            endedAt,
+            durationMs,
+            sizeBytes,
+            formatVersion,
+          });
+          await store.updateTenantStorageUsed(tx, row.tenant_id, sizeBytes);
+          await store.enqueueEvent(
+            tx,
+            buildEvent("replays.recording.finished", {
+              tenantId: row.tenant_id,
+              replayId: row.replay_id,
+              serverId: row.server_id,
+              startedAt: tsOf(done.started_at),
+              endedAt: tsOf(done.ended_at),
+              sizeBytes,
+            }),
+          );
+          await store.enqueueEvent(
+            tx,
+            buildEvent("replays.collection.finalized", {
+              tenantId: row.tenant_id,
+              collection: collectionOf(done, "finalized"),
+            }),
+          );
+          return done;
+        },
+      );
+    },
+
+    async setAssetState(req) {
+      const known = assetSteps[req.state];
+      return transition(
+        req.replayId,
+        () => {
+          if (known === undefined) throw new DomainError("INVALID_TRANSITION", "the asset state is unspecified");
+          return { kind: "asset", step: known };
+        },
+        async (tx, row, change) => {
+          const step = known as AssetStep;
+          const done = await store.updateReplayState(tx, row.replay_id, change);
+          const asset = assetOf(done, step);
+          const tenantId = row.tenant_id;
+          const event =
+            step === "processing"
+              ? buildEvent("replays.asset.processing", { tenantId, asset })
+              : step === "ready"
+                ? buildEvent("replays.asset.ready", { tenantId, asset })
+                : buildEvent("replays.asset.failed", { tenantId, asset });
+          await store.enqueueEvent(tx, event);
+          return done;
+        },
+      );
+    },
+
+    async releaseCollection(req) {
+      return collectionTransition(req.replayId, "released");
+    },
+
+    async revokeCollection(req) {
+      return collectionTransition(req.replayId, "revoked");
+    },
+
+    async expireReplay(req) {
+      return transition(
+        req.replayId,
+        () => ({ kind: "expire" }),
+        async (tx, row, change) => {
+          const done = await store.updateReplayState(tx, row.replay_id, change);
+          await store.updateReplayArchiveRemoved(tx, row);
+          // decisions.md §5: usage counts replays that still hold an archive; expiry frees it at once.
+          await store.updateTenantStorageUsed(tx, row.tenant_id, -bigOf(row.size_bytes));
+          await store.enqueueEvent(
+            tx,
+            buildEvent("replays.asset.expired", { tenantId: row.tenant_id, asset: assetOf(done, "expired") }),
+          );
+          return done;
+        },
+      );
+    },
+  };
+}
+
+const recordingInProgress = (serverId: string) =>
+  new DomainError("RECORDING_IN_PROGRESS", `server ${serverId} already has a recording in progress`);
