@@ -1,19 +1,49 @@
-import { createServer } from "node:net";
+import { readFileSync } from "node:fs";
+import { createServer, type Server } from "node:net";
 
-/** Ports the OS reports free right now (all held open until every one is known). */
+/**
+ * The first port of the kernel's ephemeral range (outgoing connections' local ports). A port the
+ * OS picks with listen(0) comes from that range, and so can be taken as an outgoing connection's
+ * local port between the test choosing it and the system under test binding it (a start then
+ * fails with "port in use"); ports below the range are never handed out that way.
+ */
+function ephemeralStart(): number {
+  try {
+    const [low] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/);
+    const value = Number(low);
+    return Number.isInteger(value) && value > 20_000 ? value : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+const LOWEST = 20_000;
+
+function tryListen(port: number): Promise<Server | undefined> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(undefined));
+    server.listen({ port, host: "127.0.0.1", exclusive: true }, () => resolve(server));
+  });
+}
+
+/** Ports free right now below the ephemeral range, chosen at random (all held open until every one is known). */
 export async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from(
-      { length: count },
-      () =>
-        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-          const server = createServer();
-          server.once("error", reject);
-          server.listen(0, "127.0.0.1", () => resolve(server));
-        }),
-    ),
-  );
-  const ports = servers.map((server) => (server.address() as { port: number }).port);
-  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
-  return ports;
+  const high = ephemeralStart();
+  const held: Server[] = [];
+  const ports: number[] = [];
+  try {
+    for (let attempts = 0; ports.length < count; attempts++) {
+      if (attempts > 1_000) throw new Error(`no ${count} free ports between ${LOWEST} and ${high}`);
+      const port = LOWEST + Math.floor(Math.random() * (high - LOWEST));
+      if (ports.includes(port)) continue;
+      const server = await tryListen(port);
+      if (!server) continue;
+      held.push(server);
+      ports.push(port);
+    }
+    return ports;
+  } finally {
+    await Promise.all(held.map((server) => new Promise((resolve) => server.close(resolve))));
+  }
 }

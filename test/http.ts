@@ -101,7 +101,15 @@ export function rawRequest(
     opts.body === undefined
       ? Buffer.alloc(0)
       : opts.chunked
-        ? Buffer.concat([Buffer.from(`${opts.body.length.toString(16)}\r\n`), opts.body, Buffer.from("\r\n0\r\n\r\n")])
+        ? // An empty body is the last chunk alone: a zero-size chunk before it would end the body
+          // early and leave the rest to be read as another request.
+          opts.body.length === 0
+          ? Buffer.from("0\r\n\r\n")
+          : Buffer.concat([
+              Buffer.from(`${opts.body.length.toString(16)}\r\n`),
+              opts.body,
+              Buffer.from("\r\n0\r\n\r\n"),
+            ])
         : opts.body;
   return new Promise((resolve, reject) => {
     const socket = connect({ host: hostname, port: Number(port) }, () => {
