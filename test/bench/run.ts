@@ -9,6 +9,7 @@ const benchmarks: Record<string, () => Promise<Benchmark>> = {
   gateway: () => import("./gateway.js"),
   servers: () => import("./servers.js"),
   embedded: () => import("./embedded.js"),
+  replays: () => import("./replays.js"),
 };
 
 async function usage(): Promise<string> {
