@@ -9,6 +9,7 @@ import { type Running, type ServiceSpec, startService } from "../../lib/service-
 import { blobDeletionsWorker } from "./blob-deletions.js";
 import { replaysConsumers } from "./events.js";
 import { createRecordingService } from "./recording.js";
+import { retentionWorker } from "./retention.js";
 import { createReplaysService } from "./service.js";
 
 /** The replays service: replay reads and deletes, the recording lifecycle and operator actions. */
@@ -29,7 +30,7 @@ export const replaysService: ServiceSpec = {
         router.service(RecordingService, createRecordingService({ db, now }));
       },
       consumers: replaysConsumers,
-      workers: [blobDeletionsWorker({ db, blobs })],
+      workers: [blobDeletionsWorker({ db, blobs }), retentionWorker({ db, now })],
     };
   },
 };

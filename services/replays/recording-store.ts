@@ -212,3 +212,36 @@ export async function updateReplayArchiveRemoved(tx: Tx, row: ReplayRow): Promis
     ]);
   }
 }
+
+/**
+ * Up to `limit` finished replays whose retention has passed by `now`, locked until the end of `tx`;
+ * rows another replica holds are skipped, so replicas never expire the same replay.
+ */
+export async function findReplaysDueForExpiryForUpdate(tx: Tx, now: Date, limit: number): Promise<ReplayRow[]> {
+  const { rows } = await tx.query<ReplayRow>(
+    `SELECT ${replayColumns} FROM replays.replay
+      WHERE retention_until <= $1 AND status <> 'expired' AND status <> 'recording'
+      ORDER BY retention_until LIMIT $2
+      FOR UPDATE SKIP LOCKED`,
+    [now, limit],
+  );
+  return rows;
+}
+
+/**
+ * Moves up to `limit` finished, unexpired `hot` replays started at or before `startedBefore` to
+ * `cold`, skipping rows another transaction holds. Returns how many moved.
+ */
+export async function updateReplaysCold(q: Queryable, startedBefore: Date, limit: number): Promise<number> {
+  const { rows } = await q.query<{ replay_id: string }>(
+    `UPDATE replays.replay SET storage_tier = 'cold'
+      WHERE replay_id IN (
+        SELECT replay_id FROM replays.replay
+         WHERE storage_tier = 'hot' AND started_at <= $1 AND status <> 'expired' AND status <> 'recording'
+         ORDER BY started_at LIMIT $2
+         FOR UPDATE SKIP LOCKED)
+      RETURNING replay_id`,
+    [startedBefore, limit],
+  );
+  return rows.length;
+}

@@ -244,20 +244,28 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       return transition(
         req.replayId,
         () => ({ kind: "expire" }),
-        async (tx, row, change) => {
-          const done = await store.updateReplayState(tx, row.replay_id, change);
-          await store.updateReplayArchiveRemoved(tx, row);
-          // decisions.md §5: usage counts replays that still hold an archive; expiry frees it at once.
-          await store.updateTenantStorageUsed(tx, row.tenant_id, -bigOf(row.size_bytes));
-          await store.enqueueEvent(
-            tx,
-            buildEvent("replays.asset.expired", { tenantId: row.tenant_id, asset: assetOf(done, "expired") }),
-          );
-          return done;
-        },
+        (tx, row) => expireLockedReplay(tx, row),
       );
     },
   };
+}
+
+/**
+ * The expiry transition on a replay locked in `tx` (ExpireReplay and the retention worker): status
+ * `expired`, the archive queued for removal, its size freed and `replays.asset.expired` enqueued.
+ * Throws INVALID_TRANSITION when the replay is still recording or already expired.
+ */
+export async function expireLockedReplay(tx: Tx, row: ReplayRow): Promise<ReplayRow> {
+  const change = nextState(row, { kind: "expire" });
+  const done = await store.updateReplayState(tx, row.replay_id, change);
+  await store.updateReplayArchiveRemoved(tx, row);
+  // decisions.md §5: usage counts replays that still hold an archive; expiry frees it at once.
+  await store.updateTenantStorageUsed(tx, row.tenant_id, -bigOf(row.size_bytes));
+  await store.enqueueEvent(
+    tx,
+    buildEvent("replays.asset.expired", { tenantId: row.tenant_id, asset: assetOf(done, "expired") }),
+  );
+  return done;
 }
 
 const recordingInProgress = (serverId: string) =>
