@@ -55,7 +55,7 @@ function recordingMetadata(id: string | undefined, serverId: unknown, startedAt:
     duration_ms: null,
     size_bytes: null,
     storage_tier: "hot",
-    retention_until: "2027-01-01T00:00:00.000Z",
+    retention_until: "2127-01-01T00:00:00.000Z",
     visibility: "staff",
     format_version: null,
     status: "recording",
@@ -65,7 +65,10 @@ function recordingMetadata(id: string | undefined, serverId: unknown, startedAt:
 /** Where seeds go: a pg pool on the distributed system's database, or the stopped embedded one's. */
 type Sql = { query(text: string, params?: unknown[]): Promise<unknown> };
 
-let clock = Date.parse("2026-01-01T00:00:00.000Z");
+// Seeded times lie a century ahead: the running system's retention worker moves replays older than
+// the hot period to cold and expires those past retention_until, which would change seeded rows
+// under the tests' feet (and, with real dates, the day those dates pass).
+let clock = Date.parse("2126-01-01T00:00:00.000Z");
 /** A distinct, increasing start time per call: newer replays for later seeds. */
 const nextStart = () => {
   clock += 60_000;
@@ -96,7 +99,7 @@ async function seed(db: Sql, tenantId: string, s: Seed = {}): Promise<string> {
       s.sizeBytes !== undefined ? s.sizeBytes : recording ? null : 1_000,
       s.formatVersion !== undefined ? s.formatVersion : recording ? null : 1,
       s.storageTier ?? "hot",
-      s.retentionUntil ?? "2027-01-01T00:00:00.000Z",
+      s.retentionUntil ?? "2127-01-01T00:00:00.000Z",
       s.visibility ?? "staff",
       s.archiveKey !== undefined ? s.archiveKey : recording ? null : `tenant/${tenantId}/replay/${replayId}.rpl`,
     ],
@@ -209,36 +212,36 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
         integration: "Minecraft",
         quality: "hd",
         status: "ready",
-        startedAt: "2026-02-01T10:00:00.123Z",
-        endedAt: "2026-02-01T10:30:00.456Z",
+        startedAt: "2126-02-01T10:00:00.123Z",
+        endedAt: "2126-02-01T10:30:00.456Z",
         durationMs: 1_800_333,
         sizeBytes: 123_456_789_012,
         formatVersion: 3,
         storageTier: "cold",
-        retentionUntil: "2026-05-01T00:00:00.000Z",
+        retentionUntil: "2126-05-01T00:00:00.000Z",
         visibility: "public",
       });
       const recording = await seed(db, t.tenantId, {
         serverId,
         status: "recording",
-        startedAt: "2026-02-02T00:00:00.000Z",
+        startedAt: "2126-02-02T00:00:00.000Z",
       });
       const finishedBody = {
         id: finished,
         server_id: serverId,
         integration: "Minecraft",
         quality: "hd",
-        started_at: "2026-02-01T10:00:00.123Z",
-        ended_at: "2026-02-01T10:30:00.456Z",
+        started_at: "2126-02-01T10:00:00.123Z",
+        ended_at: "2126-02-01T10:30:00.456Z",
         duration_ms: 1_800_333,
         size_bytes: 123_456_789_012,
         storage_tier: "cold",
-        retention_until: "2026-05-01T00:00:00.000Z",
+        retention_until: "2126-05-01T00:00:00.000Z",
         visibility: "public",
         format_version: 3,
         status: "ready",
       };
-      const recordingBody = recordingMetadata(recording, serverId, "2026-02-02T00:00:00.000Z");
+      const recordingBody = recordingMetadata(recording, serverId, "2126-02-02T00:00:00.000Z");
       const got = await t.signed("GET", `/v1/replays/${finished.toUpperCase()}`);
       expect(got.status, got.text).toBe(200);
       expect(got.body).toStrictEqual(finishedBody);
@@ -249,17 +252,17 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
 
     it("lists newest first, then by id descending, with next_page_token empty exactly on the last page", async () => {
       const t = await tenant();
-      const sameStart = "2026-03-01T00:00:00.000Z";
+      const sameStart = "2126-03-01T00:00:00.000Z";
       const tied = [
         await seed(db, t.tenantId, { startedAt: sameStart }),
         await seed(db, t.tenantId, { startedAt: sameStart }),
       ];
       // Microseconds apart: finer than a millisecond, still ordered and paged exactly.
       const micro = [
-        await seed(db, t.tenantId, { startedAt: "2026-03-02T00:00:00.000001Z" }),
-        await seed(db, t.tenantId, { startedAt: "2026-03-02T00:00:00.000002Z" }),
+        await seed(db, t.tenantId, { startedAt: "2126-03-02T00:00:00.000001Z" }),
+        await seed(db, t.tenantId, { startedAt: "2126-03-02T00:00:00.000002Z" }),
       ];
-      const older = await seed(db, t.tenantId, { startedAt: "2026-01-15T00:00:00.000Z" });
+      const older = await seed(db, t.tenantId, { startedAt: "2126-01-15T00:00:00.000Z" });
       const expected = [micro[1], micro[0], ...[...tied].sort().reverse(), older];
 
       const whole = await t.signed("GET", "/v1/replays");
@@ -513,11 +516,11 @@ describe("replays with seeded replays (embedded mode, seeded while the system is
     const other = await provisionTenant(sys);
     await withStoppedDb(async (db) => {
       ids.serverA = randomUUID();
-      ids.old = await seed(db, t.tenantId, { serverId: ids.serverA, startedAt: "2026-04-01T00:00:00.000Z" });
-      ids.mid = await seed(db, t.tenantId, { integration: "gmod", startedAt: "2026-04-02T00:00:00.000Z" });
-      ids.tieA = await seed(db, t.tenantId, { serverId: ids.serverA, startedAt: "2026-04-03T00:00:00.000Z" });
-      ids.tieB = await seed(db, t.tenantId, { startedAt: "2026-04-03T00:00:00.000Z" });
-      ids.recording = await seed(db, t.tenantId, { status: "recording", startedAt: "2026-04-04T00:00:00.000001Z" });
+      ids.old = await seed(db, t.tenantId, { serverId: ids.serverA, startedAt: "2126-04-01T00:00:00.000Z" });
+      ids.mid = await seed(db, t.tenantId, { integration: "gmod", startedAt: "2126-04-02T00:00:00.000Z" });
+      ids.tieA = await seed(db, t.tenantId, { serverId: ids.serverA, startedAt: "2126-04-03T00:00:00.000Z" });
+      ids.tieB = await seed(db, t.tenantId, { startedAt: "2126-04-03T00:00:00.000Z" });
+      ids.recording = await seed(db, t.tenantId, { status: "recording", startedAt: "2126-04-04T00:00:00.000001Z" });
       ids.theirs = await seed(db, other.tenantId);
       await setStorage(db, t.tenantId, 4_000);
     });
@@ -543,10 +546,10 @@ describe("replays with seeded replays (embedded mode, seeded while the system is
     expect(seen).toEqual(expected);
     const recording = await signed("GET", `/v1/replays/${ids.recording}`);
     expect(recording.body).toStrictEqual(
-      recordingMetadata(ids.recording, expect.stringMatching(/^[0-9a-f-]{36}$/), "2026-04-04T00:00:00.000Z"),
+      recordingMetadata(ids.recording, expect.stringMatching(/^[0-9a-f-]{36}$/), "2126-04-04T00:00:00.000Z"),
     );
     expect((await signed("GET", `/v1/replays/${ids.old}`)).body).toMatchObject({
-      ended_at: "2026-04-01T00:00:05.000Z",
+      ended_at: "2126-04-01T00:00:05.000Z",
       duration_ms: 5_000,
       size_bytes: 1_000,
       format_version: 1,
