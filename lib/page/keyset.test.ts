@@ -1,15 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
+import { codeOf as code } from "../../test/code-of.js";
 import { keysetAfter, keysetPage } from "./keyset.js";
-
-const code = (fn: () => unknown) => {
-  try {
-    fn();
-    return "ok";
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-};
 
 describe("keyset page tokens of the operator lists", () => {
   it("starts at the beginning for an empty token and after the row a UUID token names", () => {

@@ -3,18 +3,10 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it, onTestFinished } from "vitest";
+import { codeOf as code } from "../../test/code-of.js";
 import { loadPageTokenKey } from "./key.js";
 import { PAGE_SIZE_DEFAULT, pageSizeOf, parsePageSize } from "./size.js";
 import { createPageTokens, type PageBinding } from "./token.js";
-
-const code = (fn: () => unknown) => {
-  try {
-    fn();
-    return "ok";
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-};
 
 describe("page_size (decisions.md §5)", () => {
   it.each([

@@ -169,6 +169,8 @@ function errorOf(status: number, raw: RawHeaders, body: Buffer): ConnectError {
   trailer.forEach((value, name) => {
     header.append(name, value);
   });
+  // Two fallbacks: errorFromJsonBytes adds the metadata to its own only once the body parsed as
+  // JSON, so the one answered for an unparsable body carries it from the start.
   const fallback = new ConnectError(`HTTP ${status}`, codeFromHttpStatus(status), header);
   try {
     return errorFromJsonBytes(body, header, new ConnectError(`HTTP ${status}`, codeFromHttpStatus(status)));

@@ -1,40 +1,14 @@
-import type { OutgoingEvent } from "../../lib/bus/events.js";
-import { enqueue } from "../../lib/bus/outbox.js";
 import type { Queryable, Tx } from "../../lib/db/types.js";
+import { type ReplayRow, replayColumns } from "./store.js";
 import type { Pipeline, ReplayStatus, Visibility } from "./transitions.js";
+
+// The row, its columns, the outbox helper and the tenant's storage are store.ts's, shared with
+// the read side.
+export { enqueueEvent, findTenantStorage, type ReplayRow } from "./store.js";
 
 // SQL of the recording lifecycle and of the projections it checks against (schema `replays`).
 
 export type ServerState = "pending" | "connected" | "deauthorised";
-
-export type ReplayRow = {
-  replay_id: string;
-  tenant_id: string;
-  server_id: string;
-  integration: string;
-  quality: "standard" | "hd";
-  status: ReplayStatus;
-  pipeline: Pipeline;
-  started_at: Date;
-  ended_at: Date | null;
-  duration_ms: string | null;
-  size_bytes: string | null;
-  format_version: number | null;
-  storage_tier: "hot" | "cold";
-  retention_until: Date;
-  visibility: Visibility;
-  revoked: boolean;
-  archive_key: string | null;
-};
-
-const replayColumns = `replay_id, tenant_id, server_id, integration, quality, status, pipeline, started_at, ended_at,
-  duration_ms::text AS duration_ms, size_bytes::text AS size_bytes, format_version, storage_tier, retention_until,
-  visibility, revoked, archive_key`;
-
-/** Records an event in this schema's outbox, in the caller's transaction. */
-export function enqueueEvent(tx: Tx, event: OutgoingEvent): Promise<void> {
-  return enqueue(tx, "replays", event);
-}
 
 /** identity.tenant.upserted: a newer plan replaces the quota; the usage is this service's own. */
 export async function upsertTenantPlan(
@@ -48,26 +22,6 @@ export async function upsertTenantPlan(
        WHERE replays.tenant.plan_version < EXCLUDED.plan_version`,
     [plan.tenantId, plan.storageQuotaBytes.toString(), plan.version.toString()],
   );
-}
-
-/** The tenant's quota and usage; plan_version 0 marks usage recorded before its plan arrived. */
-export async function findTenantStorage(
-  q: Queryable,
-  tenantId: string,
-): Promise<{ storage_quota_bytes: bigint; storage_used_bytes: bigint; plan_version: bigint } | undefined> {
-  const { rows } = await q.query<{ storage_quota_bytes: string; storage_used_bytes: string; plan_version: string }>(
-    `SELECT storage_quota_bytes::text, storage_used_bytes::text, plan_version::text
-       FROM replays.tenant WHERE tenant_id = $1`,
-    [tenantId],
-  );
-  const row = rows[0];
-  return row
-    ? {
-        storage_quota_bytes: BigInt(row.storage_quota_bytes),
-        storage_used_bytes: BigInt(row.storage_used_bytes),
-        plan_version: BigInt(row.plan_version),
-      }
-    : undefined;
 }
 
 /**

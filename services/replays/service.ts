@@ -164,8 +164,8 @@ export function createReplaysService(deps: ReplaysDeps): Partial<ServiceImpl<typ
       // uses 0; its quota is not known here yet, reported as 0 until the projection catches up.
       const row = await store.findTenantStorage(db, tenantId);
       return {
-        storageUsedBytes: row ? BigInt(row.storage_used_bytes) : 0n,
-        storageQuotaBytes: row ? BigInt(row.storage_quota_bytes) : 0n,
+        storageUsedBytes: row?.storage_used_bytes ?? 0n,
+        storageQuotaBytes: row?.storage_quota_bytes ?? 0n,
       };
     },
   };

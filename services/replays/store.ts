@@ -1,16 +1,17 @@
 import type { OutgoingEvent } from "../../lib/bus/events.js";
 import { enqueue } from "../../lib/bus/outbox.js";
 import type { Queryable, Tx } from "../../lib/db/types.js";
+import type { Pipeline, ReplayStatus, Visibility } from "./transitions.js";
 
-export type ReplayStatusName = "recording" | "processing" | "ready" | "failed" | "expired";
-
+/** A replays.replay row, as every store function of the service reads it. */
 export type ReplayRow = {
   replay_id: string;
   tenant_id: string;
   server_id: string;
   integration: string;
   quality: "standard" | "hd";
-  status: ReplayStatusName;
+  status: ReplayStatus;
+  pipeline: Pipeline;
   started_at: Date;
   ended_at: Date | null;
   duration_ms: string | null;
@@ -18,7 +19,8 @@ export type ReplayRow = {
   format_version: number | null;
   storage_tier: "hot" | "cold";
   retention_until: Date;
-  visibility: "staff" | "public";
+  visibility: Visibility;
+  revoked: boolean;
   archive_key: string | null;
 };
 
@@ -34,15 +36,16 @@ export type ReplayPosition = { startedAt: string; replayId: string };
 
 export type ReplayFilters = { serverId?: string; integration?: string };
 
-export type TenantStorageRow = { storage_used_bytes: string; storage_quota_bytes: string };
+/** A tenant's quota and usage; plan_version 0 marks usage recorded before its plan arrived. */
+export type TenantStorage = { storage_quota_bytes: bigint; storage_used_bytes: bigint; plan_version: bigint };
 
 export type BlobDeletionRow = { archive_key: string; attempts: number };
 
 // bigint columns come back as strings from pg and as numbers or strings from the embedded
 // database; callers convert them with BigInt().
-const replayColumns = `replay_id, tenant_id, server_id, integration, quality, status, started_at, ended_at,
-  duration_ms::text AS duration_ms, size_bytes::text AS size_bytes, format_version, storage_tier, retention_until,
-  visibility, archive_key`;
+export const replayColumns = `replay_id, tenant_id, server_id, integration, quality, status, pipeline, started_at,
+  ended_at, duration_ms::text AS duration_ms, size_bytes::text AS size_bytes, format_version, storage_tier,
+  retention_until, visibility, revoked, archive_key`;
 
 /** Records an event in this schema's outbox, in the caller's transaction. */
 export function enqueueEvent(tx: Tx, event: OutgoingEvent): Promise<void> {
@@ -114,13 +117,20 @@ export async function updateTenantStorageFreed(tx: Tx, tenantId: string, bytes: 
   );
 }
 
-export async function findTenantStorage(q: Queryable, tenantId: string): Promise<TenantStorageRow | undefined> {
-  const { rows } = await q.query<TenantStorageRow>(
-    `SELECT storage_used_bytes::text AS storage_used_bytes, storage_quota_bytes::text AS storage_quota_bytes
+export async function findTenantStorage(q: Queryable, tenantId: string): Promise<TenantStorage | undefined> {
+  const { rows } = await q.query<{ storage_quota_bytes: string; storage_used_bytes: string; plan_version: string }>(
+    `SELECT storage_quota_bytes::text, storage_used_bytes::text, plan_version::text
        FROM replays.tenant WHERE tenant_id = $1`,
     [tenantId],
   );
-  return rows[0];
+  const row = rows[0];
+  return row
+    ? {
+        storage_quota_bytes: BigInt(row.storage_quota_bytes),
+        storage_used_bytes: BigInt(row.storage_used_bytes),
+        plan_version: BigInt(row.plan_version),
+      }
+    : undefined;
 }
 
 /** The NOTIFY channel insertBlobDeletion signals on commit; the blob deletions worker wakes on it. */

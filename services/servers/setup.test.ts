@@ -1,18 +1,10 @@
 import { create } from "@bufbuild/protobuf";
 import { TimestampSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
+import { codeOf } from "../../test/code-of.js";
 import { checkInTime } from "./setup.js";
 
 const now = new Date("2026-11-25T10:00:00Z");
-
-function codeOf(fn: () => unknown): string {
-  try {
-    fn();
-    return "ok";
-  } catch (err) {
-    return (err as { code?: string }).code ?? String(err);
-  }
-}
 
 describe("a check-in's time", () => {
   it("is now when unset or in the future, and the time given otherwise", () => {

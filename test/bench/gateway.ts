@@ -1,6 +1,7 @@
 // `npm run bench gateway`: authenticated GET /v1/api/servers through the gateway (key lookup,
 // scope, rate limit, RPC, SQL) against a baseline measured in the same run (one Fastify process
-// answering the same query with `pg`), plus where the extra time goes and the embedded start.
+// answering the same query with `pg`), plus where the extra time goes (the embedded start has its
+// own benchmark, `npm run bench embedded`).
 import { type ChildProcess, spawn } from "node:child_process";
 import { cpus } from "node:os";
 import { fileURLToPath } from "node:url";
@@ -11,21 +12,19 @@ import pg from "pg";
 import { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
 import { trustedHeaders } from "../../lib/rpc/context.js";
 import { provisionTenant } from "../http.js";
-import { type System, startDistributedSystem, startEmbeddedSystem } from "../system.js";
+import { type System, startDistributedSystem } from "../system.js";
 import { requirePostgresAndNats } from "./env.js";
 import { type LoadResult, type LoadTarget, runLoad } from "./load.js";
-import { type CpuGroup, findChildPids, listeningPorts, processRssMb } from "./proc.js";
+import { type CpuGroup, findChildPids, listeningPorts } from "./proc.js";
 import { type Cell, cpuRow, formatTable, round, writeResults } from "./report.js";
-import { median } from "./stats.js";
 
 export const description =
-  "GET /v1/api/servers through the gateway vs one Fastify process on pg (1/16/64 connections), where the time goes, embedded start and RSS";
+  "GET /v1/api/servers through the gateway vs one Fastify process on pg (1/16/64 connections), where the time goes";
 
 const CONNECTIONS = [1, 16, 64] as const;
 const BREAKDOWN_CONNECTIONS = [1, 64] as const;
 const SEEDED_SERVERS = 20;
 const RATIO_TARGET = 0.6;
-const EMBEDDED_STARTS = 3;
 /** Far above what 2 cores can serve, so the bucket never refuses a benchmark request. */
 const UNTHROTTLED_RPS = 1_000_000;
 
@@ -116,10 +115,7 @@ export async function run(_args: string[]): Promise<void> {
     await sys.stop();
   }
 
-  progress(`measuring the embedded start (${EMBEDDED_STARTS} fresh DATA_DIRs)`);
-  const embedded = await measureEmbeddedStarts();
-
-  const report = buildReport(runs, embedded, rpcEncoding);
+  const report = buildReport(runs, rpcEncoding);
   const results = {
     benchmark: "gateway",
     startedAt: startedAt.toISOString(),
@@ -135,7 +131,6 @@ export async function run(_args: string[]): Promise<void> {
     ratioAt64: report.ratios[64],
     ratioTarget: RATIO_TARGET,
     runs,
-    embedded,
   };
   const path = await writeResults("gateway", results, startedAt);
   process.stdout.write(
@@ -315,62 +310,11 @@ async function probeRpcEncoding(baseUrl: string, tenantId: string): Promise<RpcE
 }
 
 // ---------------------------------------------------------------------------------------------
-// Embedded start.
-
-type EmbeddedStart = {
-  readyMs: number;
-  startMs: number | undefined;
-  logRssMb: number | undefined;
-  vmRssMb: number | undefined;
-};
-
-/** Spawn → /readyz 200 (the harness polls every 100 ms), the process's own "ready" log line, and VmRSS once it is printed. */
-async function measureEmbeddedStarts(): Promise<EmbeddedStart[]> {
-  const starts: EmbeddedStart[] = [];
-  for (let i = 0; i < EMBEDDED_STARTS; i++) {
-    const beganMs = performance.now();
-    const sys = await startEmbeddedSystem({ LOG_LEVEL: "info" });
-    const readyMs = performance.now() - beganMs;
-    try {
-      // /readyz answers once the gateway listens; the "ready" line follows when start.ts is done
-      // (the dev tenant of a first start included), and VmRSS is read then.
-      const deadlineMs = performance.now() + 30_000;
-      let ready = readyLine(sys.output());
-      while (!ready && performance.now() < deadlineMs) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        ready = readyLine(sys.output());
-      }
-      const pid = findChildPids(process.pid, "start.js")[0];
-      const vmRssMb = pid === undefined ? undefined : processRssMb(pid);
-      starts.push({ readyMs, startMs: ready?.startMs, logRssMb: ready?.rssMb, vmRssMb });
-      progress(`embedded start ${i + 1}: ${Math.round(readyMs)} ms to /readyz, VmRSS ${round(vmRssMb)} MiB`);
-    } finally {
-      await sys.stop();
-    }
-  }
-  return starts;
-}
-
-function readyLine(output: string): { startMs: number; rssMb: number } | undefined {
-  for (const line of output.split("\n")) {
-    if (!line.includes('"msg":"ready"')) continue;
-    try {
-      const entry = JSON.parse(line) as { startMs?: number; rssMb?: number };
-      if (typeof entry.startMs === "number" && typeof entry.rssMb === "number")
-        return { startMs: entry.startMs, rssMb: entry.rssMb };
-    } catch {
-      // not a whole JSON line
-    }
-  }
-  return undefined;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Report.
 
 const CPU_LABELS = ["gateway", "servers", "postgres", "baseline", "other services", "generator"] as const;
 
-function buildReport(runs: Run[], embedded: EmbeddedStart[], rpcEncoding: RpcEncoding | undefined) {
+function buildReport(runs: Run[], rpcEncoding: RpcEncoding | undefined) {
   const find = (target: string, connections: number) =>
     runs.find((r) => r.target === target && r.connections === connections)?.result;
   const ratios: Record<number, number | undefined> = {};
@@ -449,39 +393,6 @@ function buildReport(runs: Run[], embedded: EmbeddedStart[], rpcEncoding: RpcEnc
     formatTable(["target", "mean ms", "p50 ms", "p99 ms"], latencyRows),
   );
 
-  const medianOf = (pick: (s: EmbeddedStart) => number | undefined) => {
-    const values = embedded.map(pick).filter((v): v is number => v !== undefined);
-    return values.length ? median(values) : undefined;
-  };
-  lines.push(
-    "",
-    `embedded start (npm start on a fresh DATA_DIR, ${embedded.length} runs, median):`,
-    formatTable(
-      ["measure", "median", "runs"],
-      [
-        [
-          "spawn -> /readyz 200, ms (polled every 100 ms)",
-          round(medianOf((s) => s.readyMs)),
-          embedded.map((s) => Math.round(s.readyMs)).join(", "),
-        ],
-        [
-          "in-process start -> ready, ms (log startMs)",
-          round(medianOf((s) => s.startMs)),
-          embedded.map((s) => s.startMs ?? "-").join(", "),
-        ],
-        [
-          "VmRSS after ready, MiB (/proc)",
-          round(medianOf((s) => s.vmRssMb)),
-          embedded.map((s) => round(s.vmRssMb) ?? "-").join(", "),
-        ],
-        [
-          "RSS at ready, MiB (log rssMb)",
-          round(medianOf((s) => s.logRssMb)),
-          embedded.map((s) => s.logRssMb ?? "-").join(", "),
-        ],
-      ],
-    ),
-  );
   return { text: lines.join("\n"), ratios };
 }
 

@@ -28,16 +28,6 @@ export function processCpuMs(pid: number): number | undefined {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_S;
 }
 
-/** Resident set size of one process in MiB (VmRSS), or undefined once it is gone. */
-export function processRssMb(pid: number): number | undefined {
-  try {
-    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-    return match ? Number(match[1]) / 1024 : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** The peak resident set size of one process in MiB (VmHWM), or undefined once it is gone. */
 export function processPeakRssMb(pid: number): number | undefined {
   try {
