@@ -63,6 +63,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
   const transport = (name: ServiceName) => pool.transport(config.serviceUrls[name]);
   const servers = createClient(ServersService, transport("servers"));
   const replays = createClient(ReplaysService, transport("replays"));
+  const markers = createClient(MarkersService, transport("markers"));
   const backends: [ServiceName, Client<typeof Health>][] = (["markers", "servers", "replays", "webhooks"] as const).map(
     (name) => [name, createClient(Health, transport(name))],
   );
@@ -95,7 +96,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
   };
 
   const app = buildApp({
-    routes: publicRoutes({ servers, replays }),
+    routes: publicRoutes({ markers, servers, replays }),
     authenticator: createAuthenticator({ db, keyCache, now }),
     rateLimiter: createRateLimiter({ replicas: config.gateway.replicas }),
     db,
@@ -122,10 +123,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
         RecordingService,
         forwardService(RecordingService, createClient(RecordingService, transport("replays"))),
       );
-      router.service(
-        MarkersService,
-        forwardService(MarkersService, createClient(MarkersService, transport("markers"))),
-      );
+      router.service(MarkersService, forwardService(MarkersService, markers));
       router.service(
         WebhooksService,
         forwardService(WebhooksService, createClient(WebhooksService, transport("webhooks"))),

@@ -14,11 +14,33 @@ export function isoOrNull(ts: Timestamp | undefined): string | null {
  * INVALID_ARGUMENT, so the gateway must not forward one where the field has a code of its own.)
  */
 export function stringField(body: Record<string, unknown>, field: string, malformed: string[]): string {
+  return optionalStringField(body, field, malformed) ?? "";
+}
+
+/** stringField for an `optional string` of the RPC request: unset (undefined) instead of "". */
+export function optionalStringField(
+  body: Record<string, unknown>,
+  field: string,
+  malformed: string[],
+): string | undefined {
   const value = body[field];
-  if (value === undefined || value === null) return "";
+  if (value === undefined || value === null) return undefined;
   if (typeof value === "string" && !hasNul(value)) return value;
   malformed.push(field);
-  return "";
+  return undefined;
+}
+
+/**
+ * A JSON value as canonical text: object keys sorted at every level, no white space. Two bodies that
+ * parse to the same value (key order, spacing, `1e3` and `1000`) give the same text.
+ */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
 }
 
 /**

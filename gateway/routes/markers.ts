@@ -1,28 +1,98 @@
-import { notImplemented, type Route } from "./route.js";
+import type { Client } from "@connectrpc/connect";
+import type { Marker, MarkersService } from "../../gen/replay/markers/v1/markers_pb.js";
+import { DomainError } from "../../lib/errors.js";
+import { sha256Hex } from "../../lib/signing.js";
+import { canonicalJson, escapeNul, isoOrNull, optionalStringField } from "./json.js";
+import { type Route, type RouteCall, readJsonObject } from "./route.js";
 
-/** Timeline markers: spec "Timeline markers", decisions.md §3. The markers service comes with its issue. */
-export function markerRoutes(): Route[] {
+/** The marker of decisions.md §3: every field present, unset ones null; the server id never. */
+export function markerEntry(marker: Marker) {
+  return {
+    id: marker.markerId,
+    replayId: marker.replayId,
+    tick: Number(marker.tick),
+    label: marker.label,
+    category: marker.category ?? null,
+    colour: marker.colour ?? null,
+    icon: marker.icon ?? null,
+    actor: marker.actor ?? null,
+    createdAt: isoOrNull(marker.createdAt),
+  };
+}
+
+const idempotencyKeyPattern = /^[\x21-\x7e]{1,255}$/;
+
+/** The Idempotency-Key header (decisions.md §3): "" when absent, else 1 to 255 visible ASCII characters. */
+function idempotencyKeyOf(call: RouteCall): string {
+  const value = call.headers["idempotency-key"];
+  if (value === undefined) return "";
+  if (typeof value === "string" && idempotencyKeyPattern.test(value)) return value;
+  throw new DomainError("INVALID_IDEMPOTENCY_KEY", "Idempotency-Key must be 1 to 255 visible ASCII characters");
+}
+
+/**
+ * The tick as the RPC takes it: unset when absent or null; a JSON number with an integral value that
+ * fits int64 as it is (the service checks 0 to 2^53-1); anything else is malformed (INVALID_TICK).
+ */
+function tickField(body: Record<string, unknown>, malformed: string[]): bigint | undefined {
+  const value = body.tick;
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === "number" && Number.isInteger(value) && Math.abs(value) < 2 ** 63) return BigInt(value);
+  malformed.push("tick");
+  return undefined;
+}
+
+/** Timeline markers: spec "Timeline markers", decisions.md §3. */
+export function markerRoutes(markers: Client<typeof MarkersService>): Route[] {
   return [
     {
       method: "POST",
       path: "/v1/api/timeline-events",
       auth: "api-key",
       scope: "replays:write",
-      handle: notImplemented,
+      async handle(call) {
+        const body = readJsonObject(call);
+        const idempotencyKey = idempotencyKeyOf(call);
+        const malformedFields: string[] = [];
+        const text = (field: string) => optionalStringField(body, field, malformedFields);
+        const res = await markers.createMarker(
+          {
+            replayId: text("replayId"),
+            serverId: text("serverId"),
+            tick: tickField(body, malformedFields),
+            label: text("label"),
+            category: text("category"),
+            colour: text("colour"),
+            icon: text("icon"),
+            actor: text("actor"),
+            idempotencyKey,
+            requestFingerprint: idempotencyKey === "" ? "" : sha256Hex(canonicalJson(body)),
+            malformedFields,
+          },
+          call.rpc,
+        );
+        return { status: 201, body: res.marker ? markerEntry(res.marker) : undefined };
+      },
     },
     {
       method: "DELETE",
       path: "/v1/api/timeline-events/:id",
       auth: "api-key",
       scope: "replays:write",
-      handle: notImplemented,
+      async handle(call) {
+        await markers.deleteMarker({ markerId: escapeNul(call.params.id ?? "") }, call.rpc);
+        return { status: 204 };
+      },
     },
     {
       method: "GET",
       path: "/v1/api/replays/:id/timeline-events",
       auth: "api-key",
       scope: "replays:read",
-      handle: notImplemented,
+      async handle(call) {
+        const res = await markers.listMarkers({ replayId: escapeNul(call.params.id ?? "") }, call.rpc);
+        return { status: 200, body: { timelineEvents: res.markers.map(markerEntry) } };
+      },
     },
   ];
 }

@@ -1,4 +1,5 @@
 import type { Client } from "@connectrpc/connect";
+import type { MarkersService } from "../../gen/replay/markers/v1/markers_pb.js";
 import type { ReplaysService } from "../../gen/replay/replays/v1/replays_pb.js";
 import type { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
 import { markerRoutes } from "./markers.js";
@@ -8,6 +9,7 @@ import { serverRoutes } from "./servers.js";
 import { webhookRoutes } from "./webhooks.js";
 
 export type BackendClients = {
+  markers: Client<typeof MarkersService>;
   servers: Client<typeof ServersService>;
   replays: Client<typeof ReplaysService>;
 };
@@ -18,5 +20,10 @@ export type BackendClients = {
  * even where the service behind it is not built yet (those answer 501 after authentication).
  */
 export function publicRoutes(clients: BackendClients): Route[] {
-  return [...markerRoutes(), ...serverRoutes(clients.servers), ...replayRoutes(clients.replays), ...webhookRoutes()];
+  return [
+    ...markerRoutes(clients.markers),
+    ...serverRoutes(clients.servers),
+    ...replayRoutes(clients.replays),
+    ...webhookRoutes(),
+  ];
 }

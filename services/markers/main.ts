@@ -1,17 +1,26 @@
 import { MarkersService } from "../../gen/replay/markers/v1/markers_pb.js";
 import type { Config } from "../../lib/config.js";
+import { sourceFolder } from "../../lib/paths.js";
 import type { Platform } from "../../lib/platform.js";
 import { type Running, type ServiceSpec, startService } from "../../lib/service-host.js";
+import { markersConsumers } from "./events.js";
+import { idempotencySweepWorker } from "./idempotency-sweep.js";
+import { createMarkersService } from "./service.js";
 
-/** The markers service: timeline markers. Its RPCs land with the markers issue (Unimplemented until then). */
+/** The markers service: timeline markers, their idempotency records, projections of replays and servers. */
 export const markersService: ServiceSpec = {
   name: "markers",
+  migrationsDir: sourceFolder(import.meta.url, "./migrations"),
   healthNames: [MarkersService.typeName],
-  setup: () => ({
-    routes(router) {
-      router.service(MarkersService, {});
-    },
-  }),
+  setup({ db, now }) {
+    return {
+      routes(router) {
+        router.service(MarkersService, createMarkersService({ db, now }));
+      },
+      consumers: markersConsumers,
+      workers: [idempotencySweepWorker({ db, now })],
+    };
+  },
 };
 
 export function start(config: Config, platform: Platform): Promise<Running> {

@@ -1,0 +1,29 @@
+import type { Db } from "../../lib/db/types.js";
+import type { WorkerSpec } from "../../lib/worker/worker.js";
+import { IDEMPOTENCY_TTL_MS } from "./service.js";
+import { deleteIdempotencyExpired } from "./store.js";
+
+export type IdempotencySweepDeps = {
+  db: Db;
+  now: () => Date;
+  /** Records per statement; a full batch starts the next round at once. */
+  batchSize?: number;
+  /** The wait between rounds. */
+  intervalMs?: number;
+};
+
+/**
+ * Removes idempotency records older than 24 hours (decisions.md §3). Creates ignore an expired record
+ * anyway (claimIdempotencyKey takes the key over), so the sweep only keeps the table small.
+ */
+export function idempotencySweepWorker(deps: IdempotencySweepDeps): WorkerSpec {
+  const batchSize = deps.batchSize ?? 1000;
+  return {
+    name: "markers-idempotency-sweep",
+    intervalMs: deps.intervalMs ?? 60_000,
+    async round() {
+      const before = new Date(deps.now().getTime() - IDEMPOTENCY_TTL_MS);
+      return (await deleteIdempotencyExpired(deps.db, before, batchSize)) === batchSize;
+    },
+  };
+}

@@ -1,0 +1,160 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { Marker, MarkersService } from "../../gen/replay/markers/v1/markers_pb.js";
+import type { Db, Tx } from "../../lib/db/types.js";
+import { DomainError } from "../../lib/errors.js";
+import { newId } from "../../lib/ids.js";
+import { requireTenant } from "../../lib/rpc/context.js";
+import { MARKERS_PER_REPLAY, type MarkerInput, parseMarkerId, parseMarkerInput, parseReplayId } from "./marker.js";
+import type { MarkerRow } from "./store.js";
+import * as store from "./store.js";
+
+/** How long an idempotency record is remembered (decisions.md §3). */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * How long a create or a list waits for the projections to learn of a replay or recording it does
+ * not know yet (README "Timeline markers"): a recording started a moment ago reaches them within
+ * milliseconds normally, and within the bus's one-second poll at worst.
+ */
+export const PROJECTION_WAIT_MS = 3000;
+
+export type MarkersDeps = {
+  db: Db;
+  now: () => Date;
+  /** PROJECTION_WAIT_MS unless set (tests). */
+  projectionWaitMs?: number;
+};
+
+export function toMarkerMessage(row: MarkerRow): Omit<Marker, "$typeName"> {
+  return {
+    markerId: row.marker_id,
+    replayId: row.replay_id,
+    tick: BigInt(row.tick),
+    label: row.label,
+    category: row.category ?? undefined,
+    colour: row.colour ?? undefined,
+    icon: row.icon ?? undefined,
+    actor: row.actor ?? undefined,
+    createdAt: timestampFromDate(row.created_at),
+  };
+}
+
+const replayNotFound = (what: string) => new DomainError("REPLAY_NOT_FOUND", `no replay ${what}`);
+const isProjectionMiss = (err: unknown) =>
+  err instanceof DomainError && (err.code === "REPLAY_NOT_FOUND" || err.code === "NO_ACTIVE_RECORDING");
+
+/**
+ * The replay a create by server id goes to (decisions.md §3): a purged server is unknown, a
+ * deauthorised one records nothing; otherwise its recording in progress, if any. A recording the
+ * projection knows of wins over a server state that has not caught up (pending).
+ */
+async function resolveServerTarget(tx: Tx, tenantId: string, serverId: string): Promise<string> {
+  const { state, replay_id } = await store.findServerTarget(tx, tenantId, serverId);
+  if (state === "purged") throw replayNotFound(`for server ${serverId}`);
+  if (state !== "deauthorised" && replay_id !== null) return replay_id;
+  if (state !== null) throw new DomainError("NO_ACTIVE_RECORDING", `server ${serverId} has nothing recording`);
+  throw replayNotFound(`for server ${serverId}`);
+}
+
+/**
+ * Timeline markers (spec "Timeline markers", decisions.md §3). Existence and the 500 cap are
+ * decided in the create's transaction on the replay's projection row, locked, so they hold under
+ * any concurrency and against the delete consumer, which takes the same lock.
+ */
+export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof MarkersService> {
+  const { db } = deps;
+  const projectionWaitMs = deps.projectionWaitMs ?? PROJECTION_WAIT_MS;
+
+  // A target created a moment ago may not have reached the projections yet: a refusal for an
+  // unknown replay or an idle server is tried again until the wait is over. The failed attempt
+  // changed nothing (its transaction rolled back).
+  async function untilProjected<T>(attempt: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + projectionWaitMs;
+    for (;;) {
+      try {
+        return await attempt();
+      } catch (err) {
+        if (!isProjectionMiss(err) || Date.now() >= deadline) throw err;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+
+  /** One create in one transaction, in the proto's order after validation: key, existence, cap. */
+  function createOnce(
+    tenantId: string,
+    input: MarkerInput,
+    idempotency: { key: string; fingerprint: string } | undefined,
+  ): Promise<MarkerRow> {
+    return db.transaction(async (tx) => {
+      const now = deps.now();
+      if (idempotency) {
+        const claimed = await store.claimIdempotencyKey(tx, {
+          tenantId,
+          ...idempotency,
+          now,
+          expiredBefore: new Date(now.getTime() - IDEMPOTENCY_TTL_MS),
+        });
+        if (!claimed) {
+          const record = await store.findIdempotencyRecord(tx, tenantId, idempotency.key);
+          if (record?.fingerprint !== idempotency.fingerprint)
+            throw new DomainError("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with another body");
+          // A live record is only ever committed with its marker (a refused create rolls it back).
+          if (!record.marker) throw new Error("an idempotency record without its marker");
+          return record.marker;
+        }
+      }
+      const { replayId = await resolveServerTarget(tx, tenantId, input.target.serverId as string) } = input.target;
+      const replay = await store.findReplayForUpdate(tx, tenantId, replayId);
+      if (!replay || replay.deleted) throw replayNotFound(replayId);
+      // spec "Limits": 500 markers per replay.
+      if (replay.marker_count >= MARKERS_PER_REPLAY)
+        throw new DomainError("TOO_MANY_MARKERS", `the replay already holds ${MARKERS_PER_REPLAY} markers`);
+      const marker = await store.insertMarker(tx, {
+        ...input,
+        markerId: newId(),
+        tenantId,
+        replayId,
+        serverId: input.target.serverId ?? null,
+        createdAt: now,
+      });
+      if (idempotency) await store.recordIdempotentMarker(tx, tenantId, idempotency.key, marker);
+      return marker;
+    });
+  }
+
+  return {
+    async createMarker(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      const input = parseMarkerInput(req);
+      const idempotency =
+        req.idempotencyKey === "" ? undefined : { key: req.idempotencyKey, fingerprint: req.requestFingerprint };
+      const row = await untilProjected(() => createOnce(tenantId, input, idempotency));
+      return { marker: toMarkerMessage(row) };
+    },
+
+    async deleteMarker(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      const markerId = parseMarkerId(req.markerId);
+      await db.transaction(async (tx) => {
+        const replayId = await store.findMarkerReplay(tx, tenantId, markerId);
+        // The replay's row first, as creates and the delete consumer lock it: the count stays exact.
+        if (replayId !== undefined) await store.findReplayForUpdate(tx, tenantId, replayId);
+        if (replayId === undefined || !(await store.deleteMarker(tx, tenantId, markerId)))
+          throw new DomainError("MARKER_NOT_FOUND", `no marker ${markerId}`);
+      });
+      return {};
+    },
+
+    async listMarkers(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      const replayId = parseReplayId(req.replayId);
+      const rows = await untilProjected(async () => {
+        if (!(await store.existsReplay(db, tenantId, replayId))) throw replayNotFound(replayId);
+        return store.listMarkersByReplay(db, tenantId, replayId);
+      });
+      return { markers: rows.map(toMarkerMessage) };
+    },
+  };
+}

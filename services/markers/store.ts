@@ -1,0 +1,245 @@
+import type { Queryable, Tx } from "../../lib/db/types.js";
+import type { MarkerInput } from "./marker.js";
+
+// SQL of schema `markers`: markers, idempotency records, and the projections of replays and servers.
+
+/** A stored marker; the optional fields are MarkerInput's, under the same names. */
+export type MarkerRow = { marker_id: string; replay_id: string; created_at: Date } & Omit<MarkerInput, "target">;
+
+const markerColumns = "marker_id, replay_id, tick::float8 AS tick, label, category, colour, icon, actor, created_at";
+
+/** A replay as the projection knows it, for one tenant. */
+export type ReplayRow = { replay_id: string; deleted: boolean; marker_count: number };
+
+/**
+ * The replay of the tenant, locked for the rest of the transaction: the row every create and the
+ * delete consumer serialise on. Undefined when the projection does not know it for this tenant.
+ */
+export async function findReplayForUpdate(tx: Tx, tenantId: string, replayId: string): Promise<ReplayRow | undefined> {
+  const { rows } = await tx.query<ReplayRow>(
+    `SELECT replay_id, deleted, marker_count FROM markers.replay
+      WHERE replay_id = $1 AND tenant_id = $2 FOR UPDATE`,
+    [replayId, tenantId],
+  );
+  return rows[0];
+}
+
+/** True when the tenant has the replay and it is not deleted. */
+export async function existsReplay(q: Queryable, tenantId: string, replayId: string): Promise<boolean> {
+  const { rows } = await q.query(
+    "SELECT 1 FROM markers.replay WHERE replay_id = $1 AND tenant_id = $2 AND NOT deleted",
+    [replayId, tenantId],
+  );
+  return rows.length > 0;
+}
+
+export type ServerTarget = {
+  state: "pending" | "connected" | "deauthorised" | "purged" | null;
+  replay_id: string | null;
+};
+
+/**
+ * What the projections know of a tenant's server: its state (null when unknown) and its recording
+ * in progress (null when none; the newest when a finish has not arrived yet).
+ */
+export async function findServerTarget(q: Queryable, tenantId: string, serverId: string): Promise<ServerTarget> {
+  const { rows } = await q.query<ServerTarget>(
+    `SELECT (SELECT state FROM markers.server WHERE server_id = $1 AND tenant_id = $2) AS state,
+            (SELECT replay_id FROM markers.replay
+              WHERE server_id = $1 AND tenant_id = $2 AND recording AND NOT deleted
+              ORDER BY started_at DESC NULLS LAST LIMIT 1) AS replay_id`,
+    [serverId, tenantId],
+  );
+  return rows[0] ?? { state: null, replay_id: null };
+}
+
+/** Inserts a marker and counts it against its replay, whose row the caller holds locked. */
+export async function insertMarker(
+  tx: Tx,
+  marker: { markerId: string; tenantId: string; replayId: string; serverId: string | null; createdAt: Date } & Omit<
+    MarkerInput,
+    "target"
+  >,
+): Promise<MarkerRow> {
+  await tx.query("UPDATE markers.replay SET marker_count = marker_count + 1 WHERE replay_id = $1", [marker.replayId]);
+  const { rows } = await tx.query<MarkerRow>(
+    `INSERT INTO markers.marker
+       (marker_id, tenant_id, replay_id, server_id, tick, label, category, colour, icon, actor, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+     RETURNING ${markerColumns}`,
+    [
+      marker.markerId,
+      marker.tenantId,
+      marker.replayId,
+      marker.serverId,
+      marker.tick,
+      marker.label,
+      marker.category,
+      marker.colour,
+      marker.icon,
+      marker.actor,
+      marker.createdAt,
+    ],
+  );
+  return rows[0] as MarkerRow;
+}
+
+export async function listMarkersByReplay(q: Queryable, tenantId: string, replayId: string): Promise<MarkerRow[]> {
+  const { rows } = await q.query<MarkerRow>(
+    `SELECT ${markerColumns} FROM markers.marker
+      WHERE replay_id = $1 AND tenant_id = $2
+      ORDER BY tick, created_at, marker_id`,
+    [replayId, tenantId],
+  );
+  return rows;
+}
+
+/** The replay of a tenant's marker, or undefined when the tenant has no such marker. */
+export async function findMarkerReplay(q: Queryable, tenantId: string, markerId: string): Promise<string | undefined> {
+  const { rows } = await q.query<{ replay_id: string }>(
+    "SELECT replay_id FROM markers.marker WHERE marker_id = $1 AND tenant_id = $2",
+    [markerId, tenantId],
+  );
+  return rows[0]?.replay_id;
+}
+
+/**
+ * Deletes a tenant's marker and frees its place under the cap; the caller holds its replay's row
+ * locked. Returns false when it was gone already.
+ */
+export async function deleteMarker(tx: Tx, tenantId: string, markerId: string): Promise<boolean> {
+  const { rowCount } = await tx.query(
+    `WITH gone AS (DELETE FROM markers.marker WHERE marker_id = $1 AND tenant_id = $2 RETURNING replay_id)
+     UPDATE markers.replay r SET marker_count = r.marker_count - 1 FROM gone WHERE r.replay_id = gone.replay_id`,
+    [markerId, tenantId],
+  );
+  return rowCount > 0;
+}
+
+/** An idempotency record: the request's fingerprint and, once the create committed, its marker. */
+export type IdempotencyRow = { fingerprint: string; marker: MarkerRow | null };
+
+/**
+ * Claims a tenant's idempotency key for this create, in its transaction: true when the key was free
+ * (or its record expired, `expiredBefore`), so this create goes on and records its marker with
+ * recordIdempotentMarker. False when a live record holds it; a concurrent claim of the same key waits
+ * on this row until this transaction ends, then sees the committed record (or claims the key itself
+ * when this one rolled back, as a refused create does).
+ */
+export async function claimIdempotencyKey(
+  tx: Tx,
+  claim: { tenantId: string; key: string; fingerprint: string; now: Date; expiredBefore: Date },
+): Promise<boolean> {
+  const { rowCount } = await tx.query(
+    `INSERT INTO markers.idempotency (tenant_id, idempotency_key, fingerprint, created_at) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
+       SET fingerprint = EXCLUDED.fingerprint, created_at = EXCLUDED.created_at, marker = NULL
+       WHERE markers.idempotency.created_at < $5`,
+    [claim.tenantId, claim.key, claim.fingerprint, claim.now, claim.expiredBefore],
+  );
+  return rowCount === 1;
+}
+
+export async function findIdempotencyRecord(
+  q: Queryable,
+  tenantId: string,
+  key: string,
+): Promise<IdempotencyRow | undefined> {
+  const { rows } = await q.query<{
+    fingerprint: string;
+    marker: (Omit<MarkerRow, "created_at"> & { created_at: string }) | null;
+  }>("SELECT fingerprint, marker FROM markers.idempotency WHERE tenant_id = $1 AND idempotency_key = $2", [
+    tenantId,
+    key,
+  ]);
+  const row = rows[0];
+  if (!row) return undefined;
+  return {
+    fingerprint: row.fingerprint,
+    marker: row.marker ? { ...row.marker, created_at: new Date(row.marker.created_at) } : null,
+  };
+}
+
+/** Remembers the created marker under the key this transaction claimed. */
+export async function recordIdempotentMarker(tx: Tx, tenantId: string, key: string, marker: MarkerRow): Promise<void> {
+  await tx.query("UPDATE markers.idempotency SET marker = $3 WHERE tenant_id = $1 AND idempotency_key = $2", [
+    tenantId,
+    key,
+    JSON.stringify({ ...marker, created_at: marker.created_at.toISOString() }),
+  ]);
+}
+
+/** Removes up to `limit` idempotency records created before `before`; returns how many. */
+export async function deleteIdempotencyExpired(q: Queryable, before: Date, limit: number): Promise<number> {
+  const { rowCount } = await q.query(
+    `DELETE FROM markers.idempotency WHERE ctid IN (
+       SELECT ctid FROM markers.idempotency WHERE created_at < $1 ORDER BY created_at LIMIT $2)`,
+    [before, limit],
+  );
+  return rowCount;
+}
+
+/** replays.recording.started: the replay exists and records, unless its finish or delete came first. */
+export async function upsertReplayStarted(
+  tx: Tx,
+  replay: { replayId: string; tenantId: string; serverId: string; startedAt: Date | null },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO markers.replay (replay_id, tenant_id, server_id, started_at, recording)
+     VALUES ($1, $2, $3, $4, true)
+     ON CONFLICT (replay_id) DO UPDATE
+       SET started_at = COALESCE(markers.replay.started_at, EXCLUDED.started_at),
+           recording = NOT markers.replay.finished AND NOT markers.replay.deleted`,
+    [replay.replayId, replay.tenantId, replay.serverId, replay.startedAt],
+  );
+}
+
+/** replays.recording.finished: the replay exists and no longer records, whichever event came first. */
+export async function upsertReplayFinished(
+  tx: Tx,
+  replay: { replayId: string; tenantId: string; serverId: string; startedAt: Date | null },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO markers.replay (replay_id, tenant_id, server_id, started_at, finished)
+     VALUES ($1, $2, $3, $4, true)
+     ON CONFLICT (replay_id) DO UPDATE
+       SET started_at = COALESCE(markers.replay.started_at, EXCLUDED.started_at), finished = true, recording = false`,
+    [replay.replayId, replay.tenantId, replay.serverId, replay.startedAt],
+  );
+}
+
+/**
+ * replays.replay.deleted: the replay becomes a tombstone and its markers go with it. The row is
+ * written (so locked) first: a create holding it has committed its marker before the DELETE, whose
+ * snapshot then sees it; a create after it finds the tombstone.
+ */
+export async function deleteReplay(
+  tx: Tx,
+  replay: { replayId: string; tenantId: string; serverId: string },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO markers.replay (replay_id, tenant_id, server_id, deleted) VALUES ($1, $2, $3, true)
+     ON CONFLICT (replay_id) DO UPDATE SET deleted = true, recording = false, marker_count = 0`,
+    [replay.replayId, replay.tenantId, replay.serverId],
+  );
+  await tx.query("DELETE FROM markers.marker WHERE replay_id = $1", [replay.replayId]);
+}
+
+export type ServerState = "pending" | "connected" | "deauthorised" | "purged";
+
+/**
+ * servers.server.*: a server only moves forward (pending, connected, deauthorised, purged), so an
+ * event that arrives after a later one changes nothing, and a purged server stays purged.
+ */
+export async function upsertServerState(
+  tx: Tx,
+  server: { serverId: string; tenantId: string; state: ServerState },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO markers.server (server_id, tenant_id, state) VALUES ($1, $2, $3)
+     ON CONFLICT (server_id) DO UPDATE SET state = EXCLUDED.state
+       WHERE array_position(ARRAY['pending', 'connected', 'deauthorised', 'purged'], markers.server.state)
+           < array_position(ARRAY['pending', 'connected', 'deauthorised', 'purged'], EXCLUDED.state)`,
+    [server.serverId, server.tenantId, server.state],
+  );
+}
