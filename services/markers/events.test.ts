@@ -192,3 +192,41 @@ describe("markers projections", () => {
     }
   });
 });
+
+describe("grouped creates", () => {
+  it("admits creates up to the cap exactly, however they are grouped, on several replays and tenants at once", async () => {
+    await using ctx = await setup();
+    const a = lifecycle();
+    const b = lifecycle();
+    await ctx.apply(a.started, b.started);
+    const createOn = (r: typeof a, tick: number, key = "") =>
+      codeOf(
+        ctx.service.createMarker(
+          request({ replayId: r.replayId, tick: BigInt(tick), idempotencyKey: key, requestFingerprint: key }),
+          ctxOf(r.tenantId),
+        ),
+      );
+    const seeded = await Promise.all(Array.from({ length: 470 }, (_, i) => createOn(a, i)));
+    expect(seeded.filter((code) => code !== "OK")).toEqual([]);
+    // 60 creates on the full-soon replay (some with keys, which take their own transaction), 10 on
+    // another replay, and 5 by a stranger to the replay, all at once.
+    const codes = await Promise.all([
+      ...Array.from({ length: 60 }, (_, i) => createOn(a, 1000 + i, i % 6 === 0 ? randomUUID() : "")),
+      ...Array.from({ length: 10 }, (_, i) => createOn(b, i)),
+      ...Array.from({ length: 5 }, () =>
+        codeOf(ctx.service.createMarker(request({ replayId: a.replayId }), ctxOf(randomUUID()))),
+      ),
+    ]);
+    const tally = (list: string[]) =>
+      list.reduce<Record<string, number>>((t, c) => ({ ...t, [c]: (t[c] ?? 0) + 1 }), {});
+    expect(tally(codes.slice(0, 60))).toEqual({ OK: 30, TOO_MANY_MARKERS: 30 });
+    expect(tally(codes.slice(60, 70))).toEqual({ OK: 10 });
+    expect(tally(codes.slice(70))).toEqual({ REPLAY_NOT_FOUND: 5 });
+    expect(await store.listMarkersByReplay(ctx.db, a.tenantId, a.replayId)).toHaveLength(500);
+    const { rows } = await ctx.db.query<{ marker_count: number }>(
+      "SELECT marker_count FROM markers.replay WHERE replay_id = $1",
+      [a.replayId],
+    );
+    expect(rows[0]?.marker_count).toBe(500);
+  });
+});

@@ -1,12 +1,14 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Marker, MarkersService } from "../../gen/replay/markers/v1/markers_pb.js";
-import type { Db, Tx } from "../../lib/db/types.js";
+import { createBatcher } from "../../lib/db/batch.js";
+import { isDataException } from "../../lib/db/errors.js";
+import type { Db, Queryable } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
 import { requireTenant } from "../../lib/rpc/context.js";
 import { MARKERS_PER_REPLAY, type MarkerInput, parseMarkerId, parseMarkerInput, parseReplayId } from "./marker.js";
-import type { MarkerRow } from "./store.js";
+import type { BatchOutcome, MarkerRow, NewMarker } from "./store.js";
 import * as store from "./store.js";
 
 /** How long an idempotency record is remembered (decisions.md §3). */
@@ -49,8 +51,8 @@ const isProjectionMiss = (err: unknown) =>
  * deauthorised one records nothing; otherwise its recording in progress, if any. A recording the
  * projection knows of wins over a server state that has not caught up (pending).
  */
-async function resolveServerTarget(tx: Tx, tenantId: string, serverId: string): Promise<string> {
-  const { state, replay_id } = await store.findServerTarget(tx, tenantId, serverId);
+async function resolveServerTarget(q: Queryable, tenantId: string, serverId: string): Promise<string> {
+  const { state, replay_id } = await store.findServerTarget(q, tenantId, serverId);
   if (state === "purged") throw replayNotFound(`for server ${serverId}`);
   if (state !== "deauthorised" && replay_id !== null) return replay_id;
   if (state !== null) throw new DomainError("NO_ACTIVE_RECORDING", `server ${serverId} has nothing recording`);
@@ -58,17 +60,36 @@ async function resolveServerTarget(tx: Tx, tenantId: string, serverId: string): 
 }
 
 /**
+ * The most creates in one statement, and the statements at once: one, so that the creates that
+ * arrive while it runs go together into the next (as recorder check-ins are grouped).
+ */
+const CREATE_BATCH_MAX = 256;
+const CREATE_BATCHES_RUNNING_MAX = 1;
+
+/** Inserts one marker on `q`; resolves to its outcome (store.insertMarkers). */
+type InsertMarker = (marker: NewMarker) => Promise<BatchOutcome>;
+
+/**
  * Timeline markers (spec "Timeline markers", decisions.md §3). Existence and the 500 cap are
- * decided in the create's transaction on the replay's projection row, locked, so they hold under
- * any concurrency and against the delete consumer, which takes the same lock.
+ * decided in the statement that inserts, on the replay's projection row, locked, so they hold under
+ * any concurrency and against the delete consumer, which takes the same lock. Concurrent creates
+ * without an Idempotency-Key are grouped per tick into one statement (store.insertMarkers); each
+ * caller still gets its own answer, as if the creates ran one after another.
  */
 export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof MarkersService> {
   const { db } = deps;
   const projectionWaitMs = deps.projectionWaitMs ?? PROJECTION_WAIT_MS;
+  const insertBatched: InsertMarker = createBatcher<NewMarker, BatchOutcome>({
+    run: (batch) => store.insertMarkers(db, batch, MARKERS_PER_REPLAY),
+    maxBatch: CREATE_BATCH_MAX,
+    maxRunning: CREATE_BATCHES_RUNNING_MAX,
+    // One create's value that Postgres refuses fails it alone.
+    isolate: isDataException,
+  });
 
   // A target created a moment ago may not have reached the projections yet: a refusal for an
   // unknown replay or an idle server is tried again until the wait is over. The failed attempt
-  // changed nothing (its transaction rolled back).
+  // changed nothing.
   async function untilProjected<T>(attempt: () => Promise<T>): Promise<T> {
     const deadline = Date.now() + projectionWaitMs;
     for (;;) {
@@ -81,45 +102,47 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
     }
   }
 
-  /** One create in one transaction, in the proto's order after validation: key, existence, cap. */
-  function createOnce(
+  /** Existence, then the cap (the proto's order), for a create whose key, if any, is settled. */
+  async function insert(q: Queryable, tenantId: string, input: MarkerInput, into: InsertMarker): Promise<MarkerRow> {
+    const { target, ...fields } = input;
+    const serverId = target.serverId ?? null;
+    const replayId = target.replayId ?? (await resolveServerTarget(q, tenantId, target.serverId as string));
+    const marker: NewMarker = { ...fields, markerId: newId(), tenantId, replayId, serverId, createdAt: deps.now() };
+    const outcome = await into(marker);
+    if (outcome === "missing") throw replayNotFound(replayId);
+    // spec "Limits": 500 markers per replay.
+    if (outcome === "full")
+      throw new DomainError("TOO_MANY_MARKERS", `the replay already holds ${MARKERS_PER_REPLAY} markers`);
+    return { ...fields, marker_id: marker.markerId, replay_id: replayId, created_at: marker.createdAt };
+  }
+
+  /** A create with an Idempotency-Key, in one transaction that holds the key's record (decisions.md §3). */
+  function insertIdempotent(
     tenantId: string,
     input: MarkerInput,
-    idempotency: { key: string; fingerprint: string } | undefined,
+    idempotency: { key: string; fingerprint: string },
   ): Promise<MarkerRow> {
     return db.transaction(async (tx) => {
       const now = deps.now();
-      if (idempotency) {
-        const claimed = await store.claimIdempotencyKey(tx, {
-          tenantId,
-          ...idempotency,
-          now,
-          expiredBefore: new Date(now.getTime() - IDEMPOTENCY_TTL_MS),
-        });
-        if (!claimed) {
-          const record = await store.findIdempotencyRecord(tx, tenantId, idempotency.key);
-          if (record?.fingerprint !== idempotency.fingerprint)
-            throw new DomainError("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with another body");
-          // A live record is only ever committed with its marker (a refused create rolls it back).
-          if (!record.marker) throw new Error("an idempotency record without its marker");
-          return record.marker;
-        }
-      }
-      const { replayId = await resolveServerTarget(tx, tenantId, input.target.serverId as string) } = input.target;
-      const replay = await store.findReplayForUpdate(tx, tenantId, replayId);
-      if (!replay || replay.deleted) throw replayNotFound(replayId);
-      // spec "Limits": 500 markers per replay.
-      if (replay.marker_count >= MARKERS_PER_REPLAY)
-        throw new DomainError("TOO_MANY_MARKERS", `the replay already holds ${MARKERS_PER_REPLAY} markers`);
-      const marker = await store.insertMarker(tx, {
-        ...input,
-        markerId: newId(),
+      const claimed = await store.claimIdempotencyKey(tx, {
         tenantId,
-        replayId,
-        serverId: input.target.serverId ?? null,
-        createdAt: now,
+        ...idempotency,
+        now,
+        expiredBefore: new Date(now.getTime() - IDEMPOTENCY_TTL_MS),
       });
-      if (idempotency) await store.recordIdempotentMarker(tx, tenantId, idempotency.key, marker);
+      if (!claimed) {
+        const record = await store.findIdempotencyRecord(tx, tenantId, idempotency.key);
+        if (record?.fingerprint !== idempotency.fingerprint)
+          throw new DomainError("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with another body");
+        // A live record is only ever committed with its marker (a refused create rolls it back).
+        if (!record.marker) throw new Error("an idempotency record without its marker");
+        return record.marker;
+      }
+      const marker = await insert(tx, tenantId, input, async (m) => {
+        const [outcome] = await store.insertMarkers(tx, [m], MARKERS_PER_REPLAY);
+        return outcome as BatchOutcome;
+      });
+      await store.recordIdempotentMarker(tx, tenantId, idempotency.key, marker);
       return marker;
     });
   }
@@ -130,7 +153,9 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
       const input = parseMarkerInput(req);
       const idempotency =
         req.idempotencyKey === "" ? undefined : { key: req.idempotencyKey, fingerprint: req.requestFingerprint };
-      const row = await untilProjected(() => createOnce(tenantId, input, idempotency));
+      const row = await untilProjected(() =>
+        idempotency ? insertIdempotent(tenantId, input, idempotency) : insert(db, tenantId, input, insertBatched),
+      );
       return { marker: toMarkerMessage(row) };
     },
 

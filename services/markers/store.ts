@@ -12,8 +12,9 @@ const markerColumns = "marker_id, replay_id, tick::float8 AS tick, label, catego
 export type ReplayRow = { replay_id: string; deleted: boolean; marker_count: number };
 
 /**
- * The replay of the tenant, locked for the rest of the transaction: the row every create and the
- * delete consumer serialise on. Undefined when the projection does not know it for this tenant.
+ * The replay of the tenant, locked for the rest of the transaction: the row creates (insertMarkers),
+ * marker deletes and the delete consumer serialise on. Undefined when the projection does not know
+ * it for this tenant.
  */
 export async function findReplayForUpdate(tx: Tx, tenantId: string, replayId: string): Promise<ReplayRow | undefined> {
   const { rows } = await tx.query<ReplayRow>(
@@ -51,37 +52,6 @@ export async function findServerTarget(q: Queryable, tenantId: string, serverId:
     [serverId, tenantId],
   );
   return rows[0] ?? { state: null, replay_id: null };
-}
-
-/** Inserts a marker and counts it against its replay, whose row the caller holds locked. */
-export async function insertMarker(
-  tx: Tx,
-  marker: { markerId: string; tenantId: string; replayId: string; serverId: string | null; createdAt: Date } & Omit<
-    MarkerInput,
-    "target"
-  >,
-): Promise<MarkerRow> {
-  await tx.query("UPDATE markers.replay SET marker_count = marker_count + 1 WHERE replay_id = $1", [marker.replayId]);
-  const { rows } = await tx.query<MarkerRow>(
-    `INSERT INTO markers.marker
-       (marker_id, tenant_id, replay_id, server_id, tick, label, category, colour, icon, actor, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-     RETURNING ${markerColumns}`,
-    [
-      marker.markerId,
-      marker.tenantId,
-      marker.replayId,
-      marker.serverId,
-      marker.tick,
-      marker.label,
-      marker.category,
-      marker.colour,
-      marker.icon,
-      marker.actor,
-      marker.createdAt,
-    ],
-  );
-  return rows[0] as MarkerRow;
 }
 
 export async function listMarkersByReplay(q: Queryable, tenantId: string, replayId: string): Promise<MarkerRow[]> {
@@ -242,4 +212,74 @@ export async function upsertServerState(
            < array_position(ARRAY['pending', 'connected', 'deauthorised', 'purged'], EXCLUDED.state)`,
     [server.serverId, server.tenantId, server.state],
   );
+}
+
+/** A create of a batch: the marker to insert, its replay resolved already. */
+export type NewMarker = {
+  markerId: string;
+  tenantId: string;
+  replayId: string;
+  serverId: string | null;
+  createdAt: Date;
+} & Omit<MarkerInput, "target">;
+
+/** What became of one create of a batch: inserted, refused for the cap, or its replay is unknown or deleted. */
+export type BatchOutcome = "created" | "full" | "missing";
+
+/**
+ * Inserts a batch of markers in one statement, each as if they ran one after another in the
+ * batch's order. The replays' projection rows are locked first, in replay id order (so batches
+ * never deadlock), and read as committed after the lock: a replay deleted meanwhile (the delete
+ * consumer holds the same lock) is missing, and each replay takes markers up to `cap` counting those
+ * of the batch before, so the cap stays exact under any concurrency. Returns one outcome per marker.
+ */
+export async function insertMarkers(q: Queryable, markers: readonly NewMarker[], cap: number): Promise<BatchOutcome[]> {
+  const { rows } = await q.query<{ outcome: BatchOutcome }>(
+    `WITH input AS (
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::int8[], $6::text[], $7::text[],
+                            $8::text[], $9::text[], $10::text[], $11::timestamptz[])
+         WITH ORDINALITY AS i (marker_id, tenant_id, replay_id, server_id, tick, label, category, colour, icon, actor,
+                               created_at, ord)
+     ), locked AS MATERIALIZED (
+       SELECT r.replay_id, r.tenant_id, r.marker_count
+         FROM markers.replay r JOIN (SELECT DISTINCT replay_id FROM input) wanted USING (replay_id)
+        WHERE NOT r.deleted
+        ORDER BY r.replay_id
+          FOR UPDATE OF r
+     ), ranked AS MATERIALIZED (
+       SELECT i.*, l.marker_count + row_number() OVER (PARTITION BY i.replay_id ORDER BY i.ord) AS position
+         FROM input i JOIN locked l ON l.replay_id = i.replay_id AND l.tenant_id = i.tenant_id
+     ), accepted AS MATERIALIZED (
+       SELECT * FROM ranked WHERE position <= $12
+     ), counted AS (
+       UPDATE markers.replay r SET marker_count = r.marker_count + a.n
+         FROM (SELECT replay_id, count(*)::int AS n FROM accepted GROUP BY replay_id) a
+        WHERE r.replay_id = a.replay_id
+     ), inserted AS (
+       INSERT INTO markers.marker
+         (marker_id, tenant_id, replay_id, server_id, tick, label, category, colour, icon, actor, created_at)
+       SELECT marker_id, tenant_id, replay_id, server_id, tick, label, category, colour, icon, actor, created_at
+         FROM accepted
+       RETURNING marker_id
+     )
+     SELECT CASE WHEN ins.marker_id IS NOT NULL THEN 'created' WHEN r.ord IS NOT NULL THEN 'full' ELSE 'missing' END
+              AS outcome
+       FROM input i LEFT JOIN ranked r ON r.ord = i.ord LEFT JOIN inserted ins ON ins.marker_id = i.marker_id
+      ORDER BY i.ord`,
+    [
+      markers.map((m) => m.markerId),
+      markers.map((m) => m.tenantId),
+      markers.map((m) => m.replayId),
+      markers.map((m) => m.serverId),
+      markers.map((m) => String(m.tick)),
+      markers.map((m) => m.label),
+      markers.map((m) => m.category),
+      markers.map((m) => m.colour),
+      markers.map((m) => m.icon),
+      markers.map((m) => m.actor),
+      markers.map((m) => m.createdAt),
+      cap,
+    ],
+  );
+  return rows.map((row) => row.outcome);
 }
