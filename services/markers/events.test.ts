@@ -217,8 +217,11 @@ describe("grouped creates", () => {
         codeOf(ctx.service.createMarker(request({ replayId: a.replayId }), ctxOf(randomUUID()))),
       ),
     ]);
-    const tally = (list: string[]) =>
-      list.reduce<Record<string, number>>((t, c) => ({ ...t, [c]: (t[c] ?? 0) + 1 }), {});
+    const tally = (list: string[]) => {
+      const counts: Record<string, number> = {};
+      for (const code of list) counts[code] = (counts[code] ?? 0) + 1;
+      return counts;
+    };
     expect(tally(codes.slice(0, 60))).toEqual({ OK: 30, TOO_MANY_MARKERS: 30 });
     expect(tally(codes.slice(60, 70))).toEqual({ OK: 10 });
     expect(tally(codes.slice(70))).toEqual({ REPLAY_NOT_FOUND: 5 });
