@@ -11,7 +11,7 @@ import {
 import { Code, ConnectError, type Transport, type UnaryResponse } from "@connectrpc/connect";
 import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { type Dispatcher, errors, Pool } from "undici";
+import { type Dispatcher, errors, Pool, util } from "undici";
 import { EXCHANGE_HEADERS } from "./http-exchange.js";
 import { keepByteOrderMarks } from "./text-encoding.js";
 
@@ -69,21 +69,23 @@ export function createLeanTransport(options: LeanTransportOptions): LeanTranspor
       if (timeoutMs !== undefined) headers["connect-timeout-ms"] = String(Math.ceil(timeoutMs));
       const waitMs = timeoutMs === undefined ? undefined : timeoutMs + DEADLINE_GRACE_MS;
       const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
-      let res: Dispatcher.ResponseData;
-      let body: Buffer;
+      let res: Exchange;
       try {
-        res = await pool.request({
-          path: `${prefix}/${method.parent.typeName}/${method.name}`,
-          method: "POST",
-          headers,
-          body: toBinary(method.input, message),
+        res = await exchange(
+          pool,
+          {
+            path: `${prefix}/${method.parent.typeName}/${method.name}`,
+            method: "POST",
+            headers,
+            body: toBinary(method.input, message),
+            ...(waitMs === undefined ? {} : { headersTimeout: waitMs, bodyTimeout: waitMs }),
+          },
           signal,
-          ...(waitMs === undefined ? {} : { headersTimeout: waitMs, bodyTimeout: waitMs }),
-        });
-        body = Buffer.from(await res.body.arrayBuffer());
+        );
       } catch (err) {
         throw transportError(err, signal);
       }
+      const body = res.body;
       // An answer that comes after the deadline is no answer, as connect-node's client has it.
       if (deadline !== undefined && Date.now() >= deadline) {
         throw new ConnectError("the call's deadline passed", Code.DeadlineExceeded);
@@ -133,6 +135,60 @@ export function createLeanTransport(options: LeanTransportOptions): LeanTranspor
     },
     close: () => pool.close(),
   };
+}
+
+type Exchange = { statusCode: number; headers: RawHeaders; body: Buffer };
+
+/**
+ * One request on the pool through undici's handler API: the answer collected as bytes, without the
+ * Readable body, AsyncResource and promise machinery of `pool.request` (a fifth of the gateway's
+ * per-call cost of the hop). The signal, when there is one, aborts the request at any stage.
+ */
+function exchange(pool: Pool, options: Dispatcher.DispatchOptions, signal: AbortSignal | undefined): Promise<Exchange> {
+  return new Promise((resolve, reject) => {
+    let abort: ((reason?: Error) => void) | undefined;
+    let aborted = false;
+    const onAbort = () => {
+      aborted = true;
+      abort?.(signal?.reason instanceof Error ? signal.reason : new errors.RequestAbortedError());
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const settle = () => signal?.removeEventListener("abort", onAbort);
+    let statusCode = 0;
+    let headers: RawHeaders = {};
+    const chunks: Buffer[] = [];
+    let size = 0;
+    pool.dispatch(options, {
+      onConnect(abortRequest) {
+        abort = abortRequest;
+        if (aborted) onAbort();
+      },
+      onHeaders(status, rawHeaders) {
+        // An interim answer (1xx) is not the call's.
+        if (status < 200) return true;
+        statusCode = status;
+        headers = util.parseHeaders(rawHeaders as Buffer[]);
+        return true;
+      },
+      onData(chunk) {
+        chunks.push(chunk);
+        size += chunk.length;
+        return true;
+      },
+      onComplete() {
+        settle();
+        resolve({
+          statusCode,
+          headers,
+          body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size),
+        });
+      },
+      onError(err) {
+        settle();
+        reject(err);
+      },
+    });
+  });
 }
 
 function addHeaders(target: Record<string, string>, header: HeaderInit | undefined): void {

@@ -513,7 +513,8 @@ function explain(find: (target: TargetName, concurrency: number) => Run | undefi
 /**
  * The last line on stdout, for scripts: `{"bench":"servers","ratio":{"1":n,"16":n,"64":n},...}` with
  * the headline ratios (grpc-direct / pg-update check-ins per second), and per concurrency the rates,
- * p50/p99 latencies and CPU µs per check-in by process of both sides.
+ * p50/p99 latencies and CPU µs per check-in by process of both sides, and the ratio the serving side
+ * alone predicts (servingCpuRatio: generator CPU excluded).
  */
 function summaryLine(
   runs: readonly Run[],
@@ -537,6 +538,17 @@ function summaryLine(
     };
   };
   const ratio = (c: number) => round(ratios[c]?.grpcOverPg) ?? null;
+  // The load generator shares the cores, and the stock gRPC client costs several times the pg
+  // client per call; in production it runs on the recorders' hosts. So, beside the headline, the
+  // ratio the serving side alone predicts: the bare UPDATE's CPU per check-in (Postgres and its pg
+  // client) over the service's (servers process and Postgres), generator excluded.
+  const servingRatio = (c: number) => {
+    const grpc = side("grpc-direct", c)?.cpuUs;
+    const base = side("pg-update", c)?.cpuUs;
+    if (!grpc || !base) return null;
+    const grpcServe = (grpc.servers ?? 0) + (grpc.postgres ?? 0);
+    return grpcServe > 0 ? (round(((base.postgres ?? 0) + (base.generator ?? 0)) / grpcServe) ?? null) : null;
+  };
   return JSON.stringify({
     bench: "servers",
     ratio: perConcurrency(ratio),
@@ -552,6 +564,7 @@ function summaryLine(
     grpc: perConcurrency((c) => side("grpc-direct", c)),
     baseline: perConcurrency((c) => side("pg-update", c)),
     forwarderRatio: perConcurrency((c) => round(ratios[c]?.forwarderOverPg) ?? null),
+    servingCpuRatio: perConcurrency(servingRatio),
     verified,
   });
 }
