@@ -42,6 +42,27 @@ function tickField(body: Record<string, unknown>, malformed: string[]): bigint |
   return undefined;
 }
 
+/**
+ * A create's JSON body as the RPC takes it: strings and the tick as the client sent them, unset when
+ * absent or null, and the fields of the wrong JSON type named in `malformedFields` (the service
+ * refuses each with its own code at its turn).
+ */
+export function markerRequestOf(body: Record<string, unknown>) {
+  const malformedFields: string[] = [];
+  const text = (field: string) => optionalStringField(body, field, malformedFields);
+  return {
+    replayId: text("replayId"),
+    serverId: text("serverId"),
+    tick: tickField(body, malformedFields),
+    label: text("label"),
+    category: text("category"),
+    colour: text("colour"),
+    icon: text("icon"),
+    actor: text("actor"),
+    malformedFields,
+  };
+}
+
 /** Timeline markers: spec "Timeline markers", decisions.md §3. */
 export function markerRoutes(markers: Client<typeof MarkersService>): Route[] {
   return [
@@ -53,21 +74,11 @@ export function markerRoutes(markers: Client<typeof MarkersService>): Route[] {
       async handle(call) {
         const body = readJsonObject(call);
         const idempotencyKey = idempotencyKeyOf(call);
-        const malformedFields: string[] = [];
-        const text = (field: string) => optionalStringField(body, field, malformedFields);
         const res = await markers.createMarker(
           {
-            replayId: text("replayId"),
-            serverId: text("serverId"),
-            tick: tickField(body, malformedFields),
-            label: text("label"),
-            category: text("category"),
-            colour: text("colour"),
-            icon: text("icon"),
-            actor: text("actor"),
+            ...markerRequestOf(body),
             idempotencyKey,
             requestFingerprint: idempotencyKey === "" ? "" : sha256Hex(canonicalJson(body)),
-            malformedFields,
           },
           call.rpc,
         );

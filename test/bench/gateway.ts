@@ -2,9 +2,7 @@
 // scope, rate limit, RPC, SQL) against a baseline measured in the same run (one Fastify process
 // answering the same query with `pg`), plus where the extra time goes (the embedded start has its
 // own benchmark, `npm run bench embedded`).
-import { type ChildProcess, spawn } from "node:child_process";
 import { cpus } from "node:os";
-import { fileURLToPath } from "node:url";
 import { isDeepStrictEqual } from "node:util";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -13,9 +11,10 @@ import { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
 import { trustedHeaders } from "../../lib/rpc/context.js";
 import { provisionTenant } from "../http.js";
 import { type System, startDistributedSystem } from "../system.js";
+import { type ChildServer, startChildServer, systemCpuGroups } from "./child-server.js";
 import { requirePostgresAndNats } from "./env.js";
 import { type LoadResult, type LoadTarget, runLoad } from "./load.js";
-import { type CpuGroup, findChildPids, listeningPorts } from "./proc.js";
+import { listeningPorts } from "./proc.js";
 import { type Cell, cpuRow, formatTable, round, writeResults } from "./report.js";
 
 export const description =
@@ -40,7 +39,7 @@ export async function run(_args: string[]): Promise<void> {
   const distributedStartMs = performance.now();
   const sys = await startDistributedSystem({ gateways: 1 });
   const distributedReadyMs = performance.now() - distributedStartMs;
-  let baseline: Baseline | undefined;
+  let baseline: ChildServer | undefined;
   const runs: Run[] = [];
   let servers: ServersFixture;
   let rpcEncoding: RpcEncoding | undefined;
@@ -48,9 +47,9 @@ export async function run(_args: string[]): Promise<void> {
     const databaseUrl = sys.databaseUrl;
     if (!databaseUrl) throw new Error("startDistributedSystem() returned no databaseUrl");
     servers = await prepareServers(sys, databaseUrl);
-    baseline = await startBaseline(databaseUrl, servers.tenantId);
+    baseline = await startChildServer("baseline-server", { DATABASE_URL: databaseUrl, TENANT_ID: servers.tenantId });
     await checkSameAnswer(sys.baseUrl, servers, baseline.url);
-    const cpuGroups = processGroups(databaseUrl, baseline.pid);
+    const cpuGroups = systemCpuGroups(databaseUrl, "servers", baseline.pid);
     const servicePid = cpuGroups.find((g) => g.label === "servers")?.pids?.[0];
     const serversRpcUrl = servicePid === undefined ? undefined : rpcUrlOf(servicePid);
 
@@ -213,70 +212,6 @@ async function checkSameAnswer(gatewayUrl: string, fixture: ServersFixture, base
 
 // ---------------------------------------------------------------------------------------------
 // Processes.
-
-type Baseline = { url: string; pid: number; stop(): Promise<void> };
-
-const baselineEntry = fileURLToPath(new URL("./baseline-server.js", import.meta.url));
-
-function startBaseline(databaseUrl: string, tenantId: string): Promise<Baseline> {
-  const child: ChildProcess = spawn(process.execPath, [baselineEntry], {
-    env: { PATH: process.env.PATH ?? "", DATABASE_URL: databaseUrl, TENANT_ID: tenantId, PORT: "0" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      const kill = setTimeout(() => child.kill("SIGKILL"), 10_000);
-      child.once("exit", () => {
-        clearTimeout(kill);
-        resolve();
-      });
-      child.kill("SIGTERM");
-    });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      void stop();
-      reject(new Error(`the baseline server did not start:\n${output}`));
-    }, 15_000);
-    child.stderr?.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    child.stdout?.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /\{"port":(\d+)\}/.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolve({ url: `http://127.0.0.1:${match[1]}`, pid: child.pid as number, stop });
-      }
-    });
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`the baseline server exited (${code}):\n${output}`));
-    });
-  });
-}
-
-/**
- * The processes whose CPU time is read around each run. The harness launches its processes as
- * children of this one (`dist/start.js <name>`); Postgres backends name their database in their
- * command line, which covers the services' pools and the baseline's alike.
- */
-function processGroups(databaseUrl: string, baselinePid: number): CpuGroup[] {
-  const only = (name: string) => {
-    const pids = findChildPids(process.pid, `start.js ${name}`);
-    if (pids.length !== 1) throw new Error(`expected one "${name}" process under the harness, found ${pids.length}`);
-    return pids;
-  };
-  const database = new URL(databaseUrl).pathname.slice(1);
-  return [
-    { label: "gateway", pids: only("gateway") },
-    { label: "servers", pids: only("servers") },
-    { label: "postgres", cmdlineIncludes: ` ${database} ` },
-    { label: "baseline", pids: [baselinePid] },
-    { label: "other services", pids: [...only("markers"), ...only("replays"), ...only("webhooks")] },
-  ];
-}
 
 /** The servers service's RPC address: the harness does not expose service URLs, so its one listening port. */
 function rpcUrlOf(pid: number): string | undefined {

@@ -33,10 +33,19 @@ const ignore: Recorder = { latency() {}, status() {} };
 type Driver = (durationS: number, record: Recorder, measured: boolean) => Promise<Outcome>;
 
 function httpDriver(target: Extract<LoadTarget, { kind: "http" }>, connections: number): Driver {
+  const posts = target.postBodiesFile === undefined ? undefined : postRequests(target.postBodiesFile);
   return (durationS, record) =>
     new Promise((resolve, reject) => {
       const instance = autocannon(
-        { url: target.url, headers: target.headers, connections, duration: durationS, pipelining: 1, timeout: 10 },
+        {
+          url: target.url,
+          headers: posts ? { ...target.headers, "content-type": "application/json" } : target.headers,
+          connections,
+          duration: durationS,
+          pipelining: 1,
+          timeout: 10,
+          ...(posts ? { requests: posts } : {}),
+        },
         (err, result) => (err ? reject(err) : resolve({ errors: result.errors, bytes: result.throughput.total })),
       );
       // Sub-millisecond response times from the event (autocannon's own histogram keeps whole ms).
@@ -45,6 +54,14 @@ function httpDriver(target: Extract<LoadTarget, { kind: "http" }>, connections: 
         record.status(String(statusCode));
       });
     });
+}
+
+/** One POST request definition whose body is the next line of the file each time it is sent. */
+function postRequests(bodiesFile: string): autocannon.Request[] {
+  const bodies = readFileSync(bodiesFile, "utf8").split("\n").filter(Boolean);
+  if (bodies.length === 0) throw new Error(`no bodies in ${bodiesFile}`);
+  let next = 0;
+  return [{ method: "POST", setupRequest: (req) => ({ ...req, body: bodies[next++ % bodies.length] }) }];
 }
 
 function connectDriver(target: Extract<LoadTarget, { kind: "connect-list-servers" }>, connections: number): Driver {

@@ -9,7 +9,16 @@ import type { LatencySummary } from "./stats.js";
  * bare `UPDATE` through `pg`, or the servers service's check-in handler without the RPC.
  */
 export type LoadTarget =
-  | { kind: "http"; url: string; headers?: Record<string, string> }
+  | {
+      kind: "http";
+      url: string;
+      headers?: Record<string, string>;
+      /**
+       * POST these JSON bodies instead of a GET, each request the next one round-robin; a file with
+       * one body a line (argv strings are limited to 128 KiB).
+       */
+      postBodiesFile?: string;
+    }
   | {
       kind: "connect-list-servers";
       baseUrl: string;

@@ -10,6 +10,7 @@ const benchmarks: Record<string, () => Promise<Benchmark>> = {
   servers: () => import("./servers.js"),
   embedded: () => import("./embedded.js"),
   replays: () => import("./replays.js"),
+  markers: () => import("./markers.js"),
 };
 
 async function usage(): Promise<string> {
