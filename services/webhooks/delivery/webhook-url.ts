@@ -1,0 +1,34 @@
+import type { FieldViolation } from "../../../lib/errors.js";
+import { type AllowTargets, describeBlocked, type Resolver, targetKey, vetHost } from "./target.js";
+
+export const WEBHOOK_URL_LENGTH_MAX = 2048;
+
+export type WebhookUrlDeps = { resolve: Resolver; allowTargets: AllowTargets };
+
+/**
+ * Vets a subscription URL by decisions.md §6 and returns the `url` violation of a 422
+ * VALIDATION_ERROR, or undefined when the URL is acceptable. The host is judged as the WHATWG
+ * parser reads it, so numeric forms such as `https://2130706433/` or `https://0x7f.1/` are the
+ * loopback address they are. A name that does not resolve now is accepted: every attempt resolves
+ * and vets it again.
+ */
+export async function vetWebhookUrl(text: string, deps: WebhookUrlDeps): Promise<FieldViolation | undefined> {
+  if (text.length > WEBHOOK_URL_LENGTH_MAX)
+    return violation(`url must be at most ${WEBHOOK_URL_LENGTH_MAX} characters`);
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return violation("url must be an absolute https URL");
+  }
+  if (url.protocol !== "https:") return violation("url must use https");
+  if (url.username !== "" || url.password !== "") return violation("url must not contain user-info");
+  if (deps.allowTargets.has(targetKey(url.hostname, url.port))) return undefined;
+  const vetting = await vetHost(url.hostname, deps.resolve);
+  if (vetting.kind === "blocked") return violation(`url host ${describeBlocked(vetting.address, vetting.reason)}`);
+  return undefined;
+}
+
+function violation(detail: string): FieldViolation {
+  return { field: "url", code: "VALIDATION_ERROR", detail };
+}
