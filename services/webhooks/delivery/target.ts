@@ -32,34 +32,25 @@ export function targetKey(hostname: string, port: string | number): string {
   return `${hostname.toLowerCase()}:${port === "" ? 443 : port}`;
 }
 
-export type HostVetting =
-  | { kind: "allowed"; addresses: string[] }
-  | { kind: "blocked"; address: string; reason: BlockReason }
-  | { kind: "unresolved"; cause: unknown };
-
 /**
- * Resolves a URL host name (an IP literal is its own single address) and vets every address: one
- * blocked address blocks the host, because the caller cannot tell which address a later lookup,
- * or another resolver on the path, would hand out.
+ * Every address a URL host name stands for: an IP literal (bracketed or not) is its own single
+ * address; a name goes to the resolver, and resolving to nothing is a resolution failure.
  */
-export async function vetHost(hostname: string, resolve: Resolver): Promise<HostVetting> {
+export async function resolveHost(hostname: string, resolve: Resolver): Promise<string[]> {
   const bare = hostname.startsWith("[") ? hostname.slice(1, -1) : hostname;
-  let addresses: string[];
-  if (isIP(bare) !== 0) {
-    addresses = [bare];
-  } else {
-    try {
-      addresses = await resolve(bare);
-    } catch (cause) {
-      return { kind: "unresolved", cause };
-    }
-    if (addresses.length === 0) return { kind: "unresolved", cause: new Error(`${bare} has no addresses`) };
-  }
+  if (isIP(bare) !== 0) return [bare];
+  const addresses = await resolve(bare);
+  if (addresses.length === 0) throw new Error(`${bare} resolves to no address`);
+  return addresses;
+}
+
+/** The first address the rules refuse, with the reason, or undefined when every one is allowed. */
+export function firstBlocked(addresses: readonly string[]): { address: string; reason: BlockReason } | undefined {
   for (const address of addresses) {
     const verdict = classifyAddress(address);
-    if (!verdict.allowed) return { kind: "blocked", address, reason: verdict.reason };
+    if (!verdict.allowed) return { address, reason: verdict.reason };
   }
-  return { kind: "allowed", addresses };
+  return undefined;
 }
 
 /** How the delivery log and a 422 say why an address is refused. */

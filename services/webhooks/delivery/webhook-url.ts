@@ -1,5 +1,5 @@
 import type { FieldViolation } from "../../../lib/errors.js";
-import { type AllowTargets, describeBlocked, type Resolver, targetKey, vetHost } from "./target.js";
+import { type AllowTargets, describeBlocked, firstBlocked, type Resolver, resolveHost, targetKey } from "./target.js";
 
 export const WEBHOOK_URL_LENGTH_MAX = 2048;
 
@@ -24,9 +24,14 @@ export async function vetWebhookUrl(text: string, deps: WebhookUrlDeps): Promise
   if (url.protocol !== "https:") return violation("url must use https");
   if (url.username !== "" || url.password !== "") return violation("url must not contain user-info");
   if (deps.allowTargets.has(targetKey(url.hostname, url.port))) return undefined;
-  const vetting = await vetHost(url.hostname, deps.resolve);
-  if (vetting.kind === "blocked") return violation(`url host ${describeBlocked(vetting.address, vetting.reason)}`);
-  return undefined;
+  let addresses: string[];
+  try {
+    addresses = await resolveHost(url.hostname, deps.resolve);
+  } catch {
+    return undefined;
+  }
+  const blocked = firstBlocked(addresses);
+  return blocked && violation(`url host ${describeBlocked(blocked.address, blocked.reason)}`);
 }
 
 function violation(detail: string): FieldViolation {
