@@ -24,7 +24,7 @@ beforeAll(() => {
     [
       ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"],
       ...["-keyout", join(certDir, "key.pem"), "-out", join(certDir, "cert.pem"), "-subj", "/CN=hook.test"],
-      ...["-addext", "subjectAltName=DNS:hook.test,IP:127.0.0.1,IP:127.0.0.2"],
+      ...["-addext", "subjectAltName=DNS:hook.test,IP:127.0.0.1,IP:127.0.0.2,IP:::1"],
     ],
     { stdio: "ignore" },
   );
@@ -325,6 +325,17 @@ describe("delivery client", () => {
     const allowed = client({ allow: [`127.0.0.1:${receiver.port}`] });
     expect(await allowed.send(delivery(`https://0x7f.1:${receiver.port}/`))).toMatchObject({ error: null });
     expect(receiver.requests).toHaveLength(1);
+  });
+
+  it("reaches an IPv6 receiver by literal or by name only when WEBHOOK_ALLOW_TARGETS names it", async () => {
+    const receiver = await startReceiver(undefined, "::1");
+    const literal = `https://[::1]:${receiver.port}/`;
+    expect(await client().send(delivery(literal))).toMatchObject({ error: expect.stringContaining("(loopback)") });
+    expect(await client({ allow: [`[::1]:${receiver.port}`] }).send(delivery(literal))).toMatchObject({ error: null });
+    const dns = testResolver({ "hook.test": ["::1"] });
+    const byName = client({ resolve: dns.resolve, allow: [`hook.test:${receiver.port}`] });
+    expect(await byName.send(delivery(`https://hook.test:${receiver.port}/`))).toMatchObject({ error: null });
+    expect(receiver.requests.map((r) => r.localAddress)).toEqual(["::1", "::1"]);
   });
 
   it.each([

@@ -81,7 +81,7 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
     });
     const url = URL.canParse(request.url) ? new URL(request.url) : undefined;
     if (url?.protocol !== "https:") return result(failure(null, "url is not an https URL"));
-    const signal = AbortSignal.timeout(options.timeoutMs);
+    const { signal, clear } = deadline(options.timeoutMs);
     const timestampS = Math.floor(nowMs() / 1000);
     try {
       // undici applies the signal only once the request has a connection; the race also ends an
@@ -104,6 +104,8 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
       return result(outcomeOf(res.statusCode, res.headers["retry-after"], nowMs()));
     } catch (err) {
       return result(failure(null, describeError(err)));
+    } finally {
+      clear();
     }
   }
 
@@ -144,7 +146,8 @@ function vettedConnector(connect: buildConnector.connector, resolve: Resolver, a
   return (connectOptions: buildConnector.Options, callback: buildConnector.Callback): void => {
     const { hostname, port } = connectOptions;
     // A lookup cannot be cancelled, but the connection stops waiting for it.
-    abortable(AbortSignal.timeout(timeoutMs), resolveHost(hostname, resolve)).then(
+    const { signal, clear } = deadline(timeoutMs);
+    abortable(signal, resolveHost(hostname, resolve).finally(clear)).then(
       (addresses) => {
         const urlHost = isIPv6(hostname) ? `[${hostname}]` : hostname;
         const blocked = allow.has(targetKey(urlHost, port)) ? undefined : firstBlocked(addresses);
@@ -178,6 +181,17 @@ function vettedConnector(connect: buildConnector.connector, resolve: Resolver, a
       },
     );
   };
+}
+
+/**
+ * A signal that aborts after `ms` with a TimeoutError, and the function that cancels it. Cheaper
+ * than AbortSignal.timeout, which on Node 20 costs tens of microseconds per call: too much for an
+ * attempt that takes a millisecond on a kept-alive connection.
+ */
+function deadline(ms: number): { signal: AbortSignal; clear: () => void } {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new DOMException("the attempt timed out", "TimeoutError")), ms);
+  return { signal: controller.signal, clear: () => clearTimeout(timer) };
 }
 
 /** The promise's outcome, or the signal's reason as soon as it aborts. */
