@@ -133,7 +133,8 @@ function describeError(err: unknown): string {
   if (err instanceof BlockedAddressError || err instanceof UnresolvedHostError) return err.message;
   const { name, code, message } = err as { name?: string; code?: string; message?: string };
   if (name === "TimeoutError" || (code !== undefined && timeoutCodes.has(code))) return "timeout";
-  if (code !== undefined && (code.startsWith("ERR_TLS") || /CERT|SSL/.test(code))) return `TLS error: ${code}`;
+  // Node reports OpenSSL's verification failures by their names (DEPTH_ZERO_SELF_SIGNED_CERT, ...).
+  if (code !== undefined && /^ERR_TLS|CERT|SSL|UNABLE_TO_VERIFY/.test(code)) return `TLS error: ${code}`;
   return `connection error: ${code ?? message ?? String(err)}`;
 }
 
