@@ -1,0 +1,206 @@
+import { isIPv6 } from "node:net";
+import { rootCertificates } from "node:tls";
+import { Agent, buildConnector } from "undici";
+import { parseRetryAfterMs } from "./retry-after.js";
+import type { AttemptOutcome } from "./schedule.js";
+import { deliveryHeaders } from "./signature.js";
+import {
+  type AllowTargets,
+  describeBlocked,
+  firstBlocked,
+  type Resolver,
+  resolveHost,
+  systemResolver,
+  targetKey,
+} from "./target.js";
+
+/** How much of a receiver's answer is read: enough to keep the connection, never a flood. */
+export const RESPONSE_BODY_MAX_BYTES = 4096;
+
+export type DeliveryRequest = {
+  url: string;
+  secret: string;
+  event: string;
+  eventId: string;
+  /** The JSON body exactly as it is sent and signed. */
+  body: string;
+};
+
+export type AttemptResult = AttemptOutcome & { durationMs: number };
+
+export type DeliveryClientOptions = {
+  /** WEBHOOK_TIMEOUT_MS: the whole attempt, from resolving the host to the end of the answer. */
+  timeoutMs: number;
+  allowTargets: AllowTargets;
+  /** WEBHOOK_CA_FILE's PEM text, trusted besides node's root certificates. */
+  extraCaPem?: string | undefined;
+  resolve?: Resolver;
+  nowMs?: () => number;
+};
+
+export type DeliveryClient = AsyncDisposable & {
+  /** One attempt: never throws; every failure is in the result's `error`. */
+  send(request: DeliveryRequest): Promise<AttemptResult>;
+  close(): Promise<void>;
+};
+
+/** The connection was refused before it was made, because the host resolved to a blocked address. */
+class BlockedAddressError extends Error {
+  override name = "BlockedAddressError";
+}
+
+class UnresolvedHostError extends Error {
+  override name = "UnresolvedHostError";
+}
+
+/**
+ * The HTTP client of webhook deliveries (decisions.md §6). Connections are kept alive per origin so
+ * that a fan-out reuses them. Each new connection resolves the host once, vets every address, and
+ * connects the socket to a vetted address itself, while TLS still checks the certificate against the
+ * URL's host name: no second lookup can rebind the name to an internal address between vetting and
+ * connecting. Redirects are never followed and at most RESPONSE_BODY_MAX_BYTES of an answer is read.
+ */
+export function createDeliveryClient(options: DeliveryClientOptions): DeliveryClient {
+  const nowMs = options.nowMs ?? Date.now;
+  const connectTls = buildConnector({
+    ca: options.extraCaPem === undefined ? undefined : [...rootCertificates, options.extraCaPem],
+    timeout: options.timeoutMs,
+  });
+  // No maxRedirections: undici follows no redirect unless told to, and a 3xx is a failed attempt.
+  const agent = new Agent({
+    connect: vettedConnector(connectTls, options.resolve ?? systemResolver, options.allowTargets, options.timeoutMs),
+    headersTimeout: options.timeoutMs,
+    bodyTimeout: options.timeoutMs,
+  });
+
+  async function send(request: DeliveryRequest): Promise<AttemptResult> {
+    const started = performance.now();
+    const result = (outcome: AttemptOutcome): AttemptResult => ({
+      ...outcome,
+      durationMs: Math.round(performance.now() - started),
+    });
+    const url = URL.canParse(request.url) ? new URL(request.url) : undefined;
+    if (url?.protocol !== "https:") return result(failure(null, "url is not an https URL"));
+    const { signal, clear } = deadline(options.timeoutMs);
+    const timestampS = Math.floor(nowMs() / 1000);
+    try {
+      // undici applies the signal only once the request has a connection; the race also ends an
+      // attempt still waiting for its connection (a hung lookup, a slow handshake) at the timeout.
+      const res = await abortable(
+        signal,
+        agent.request({
+          origin: url.origin,
+          path: `${url.pathname}${url.search}`,
+          method: "POST",
+          headers: deliveryHeaders({ ...request, timestampS }),
+          body: request.body,
+          signal,
+        }),
+      );
+      // Past the limit dump() destroys the body, and with it the connection; below it the
+      // connection returns to the pool. The attempt's signal also cuts a body that trickles.
+      await res.body.dump({ limit: RESPONSE_BODY_MAX_BYTES });
+      if (signal.aborted) return result(failure(res.statusCode, "timeout"));
+      return result(outcomeOf(res.statusCode, res.headers["retry-after"], nowMs()));
+    } catch (err) {
+      return result(failure(null, describeError(err)));
+    } finally {
+      clear();
+    }
+  }
+
+  const close = () => agent.close();
+  return { send, close, [Symbol.asyncDispose]: close };
+}
+
+function outcomeOf(statusCode: number, retryAfter: string | string[] | undefined, nowMs: number): AttemptOutcome {
+  if (statusCode >= 200 && statusCode < 300) return { statusCode, error: null, retryAfterMs: null };
+  if (statusCode >= 300 && statusCode < 400) return failure(statusCode, "redirect not followed");
+  const retryAfterMs = statusCode === 429 || statusCode === 503 ? (parseRetryAfterMs(retryAfter, nowMs) ?? null) : null;
+  return { statusCode, error: `HTTP ${statusCode}`, retryAfterMs };
+}
+
+function failure(statusCode: number | null, error: string): AttemptOutcome {
+  return { statusCode, error, retryAfterMs: null };
+}
+
+const timeoutCodes = new Set(["UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+// Worth trying a host's next address: this one is unreachable, the next may not be.
+const unreachableCodes = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ETIMEDOUT"]);
+
+/** The delivery log's `error` for an attempt that got no HTTP answer. */
+function describeError(err: unknown): string {
+  if (err instanceof BlockedAddressError || err instanceof UnresolvedHostError) return err.message;
+  const { name, code, message } = err as { name?: string; code?: string; message?: string };
+  if (name === "TimeoutError" || (code !== undefined && timeoutCodes.has(code))) return "timeout";
+  // Node reports OpenSSL's verification failures by their names (DEPTH_ZERO_SELF_SIGNED_CERT, ...).
+  if (code !== undefined && /^ERR_TLS|CERT|SSL|UNABLE_TO_VERIFY/.test(code)) return `TLS error: ${code}`;
+  return `connection error: ${code ?? message ?? String(err)}`;
+}
+
+/**
+ * An undici connector that resolves the host once, refuses it when any address is blocked (unless
+ * WEBHOOK_ALLOW_TARGETS names its host:port), and connects to the vetted addresses in order. The
+ * options keep undici's `host`, so the TLS server name and certificate check use the URL's name.
+ */
+function vettedConnector(connect: buildConnector.connector, resolve: Resolver, allow: AllowTargets, timeoutMs: number) {
+  return (connectOptions: buildConnector.Options, callback: buildConnector.Callback): void => {
+    const { hostname, port } = connectOptions;
+    // A lookup cannot be cancelled, but the connection stops waiting for it.
+    const { signal, clear } = deadline(timeoutMs);
+    abortable(signal, resolveHost(hostname, resolve).finally(clear)).then(
+      (addresses) => {
+        const urlHost = isIPv6(hostname) ? `[${hostname}]` : hostname;
+        const blocked = allow.has(targetKey(urlHost, port)) ? undefined : firstBlocked(addresses);
+        if (blocked) {
+          callback(
+            new BlockedAddressError(`blocked address: ${describeBlocked(blocked.address, blocked.reason)}`),
+            null,
+          );
+          return;
+        }
+        const tryAddress = (index: number) => {
+          connect({ ...connectOptions, hostname: addresses[index] ?? "" }, (...args) => {
+            const [err] = args;
+            const code = (err as { code?: string } | null)?.code;
+            if (err && code !== undefined && unreachableCodes.has(code) && index + 1 < addresses.length) {
+              tryAddress(index + 1);
+              return;
+            }
+            callback(...args);
+          });
+        };
+        tryAddress(0);
+      },
+      (err: unknown) => {
+        if ((err as Error).name === "TimeoutError") {
+          callback(err as Error, null);
+          return;
+        }
+        const code = (err as { code?: string }).code ?? (err as Error).message;
+        callback(new UnresolvedHostError(`DNS lookup of ${hostname} failed: ${code}`), null);
+      },
+    );
+  };
+}
+
+/**
+ * A signal that aborts after `ms` with a TimeoutError, and the function that cancels it. Cheaper
+ * than AbortSignal.timeout, which on Node 20 costs tens of microseconds per call: too much for an
+ * attempt that takes a millisecond on a kept-alive connection.
+ */
+function deadline(ms: number): { signal: AbortSignal; clear: () => void } {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new DOMException("the attempt timed out", "TimeoutError")), ms);
+  return { signal: controller.signal, clear: () => clearTimeout(timer) };
+}
+
+/** The promise's outcome, or the signal's reason as soon as it aborts. */
+function abortable<T>(signal: AbortSignal, promise: Promise<T>): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}

@@ -1,0 +1,69 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+
+export const WEBHOOK_USER_AGENT = "ReplayService-Webhooks/1";
+
+/** How far a receiver lets X-FV-Timestamp stray from its clock before refusing a delivery as replayed. */
+export const SIGNATURE_TOLERANCE_S = 300;
+
+/**
+ * X-FV-Signature's value: "sha256=" and the lower-case hex HMAC-SHA256 of `<timestamp>.<raw body>`,
+ * keyed with the subscription secret's UTF-8 bytes (spec/replay-api.md §Delivery). The body is
+ * hashed as the exact bytes sent, never re-serialised JSON.
+ */
+export function webhookSignature(secret: string, timestampS: number | string, rawBody: Uint8Array | string): string {
+  const mac = createHmac("sha256", Buffer.from(secret, "utf8")).update(`${timestampS}.`, "utf8").update(rawBody);
+  return `sha256=${mac.digest("hex")}`;
+}
+
+export type SignedDeliveryInput = {
+  secret: string;
+  event: string;
+  eventId: string;
+  /** The JSON body exactly as it will be sent. */
+  body: string;
+  /** Unix seconds of this attempt; a manual replay signs the same body with a fresh one. */
+  timestampS: number;
+};
+
+/** The request headers of one delivery attempt (decisions.md §6). */
+export function deliveryHeaders(input: SignedDeliveryInput): Record<string, string> {
+  return {
+    "content-type": "application/json",
+    "user-agent": WEBHOOK_USER_AGENT,
+    "x-fv-event": input.event,
+    "x-fv-event-id": input.eventId,
+    "x-fv-timestamp": String(input.timestampS),
+    "x-fv-signature": webhookSignature(input.secret, input.timestampS, input.body),
+  };
+}
+
+export type ReceivedHeaders = Readonly<Record<string, string | string[] | undefined>>;
+
+export type VerifyOptions = {
+  /** Seconds either side of `nowS` a timestamp may be; Infinity skips the check. */
+  toleranceS?: number;
+  nowS?: number;
+};
+
+/**
+ * The receiver's check: X-FV-Signature over `<X-FV-Timestamp>.<raw body>` with the secret, compared
+ * in constant time, and a timestamp within five minutes of the receiver's clock so that a captured
+ * request cannot be replayed later. Pass the raw body bytes, before any JSON parsing; headers are
+ * node's lower-cased `req.headers`.
+ */
+export function verifyWebhookSignature(
+  secret: string,
+  headers: ReceivedHeaders,
+  rawBody: Uint8Array | string,
+  options: VerifyOptions = {},
+): boolean {
+  const timestamp = headers["x-fv-timestamp"];
+  const sent = headers["x-fv-signature"];
+  if (typeof timestamp !== "string" || typeof sent !== "string" || !/^\d{1,12}$/.test(timestamp)) return false;
+  const nowS = options.nowS ?? Math.floor(Date.now() / 1000);
+  if (Math.abs(nowS - Number(timestamp)) > (options.toleranceS ?? SIGNATURE_TOLERANCE_S)) return false;
+  const expected = Buffer.from(webhookSignature(secret, timestamp, rawBody), "utf8");
+  const received = Buffer.from(sent, "utf8");
+  // The expected length is public (always "sha256=" and 64 hex digits); only the content is secret.
+  return received.length === expected.length && timingSafeEqual(received, expected);
+}

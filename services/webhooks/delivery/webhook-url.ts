@@ -1,0 +1,39 @@
+import type { FieldViolation } from "../../../lib/errors.js";
+import { type AllowTargets, describeBlocked, firstBlocked, type Resolver, resolveHost, targetKey } from "./target.js";
+
+export const WEBHOOK_URL_LENGTH_MAX = 2048;
+
+export type WebhookUrlDeps = { resolve: Resolver; allowTargets: AllowTargets };
+
+/**
+ * Vets a subscription URL by decisions.md §6 and returns the `url` violation of a 422
+ * VALIDATION_ERROR, or undefined when the URL is acceptable. The host is judged as the WHATWG
+ * parser reads it, so numeric forms such as `https://2130706433/` or `https://0x7f.1/` are the
+ * loopback address they are. A name that does not resolve now is accepted: every attempt resolves
+ * and vets it again.
+ */
+export async function vetWebhookUrl(text: string, deps: WebhookUrlDeps): Promise<FieldViolation | undefined> {
+  if (text.length > WEBHOOK_URL_LENGTH_MAX)
+    return violation(`url must be at most ${WEBHOOK_URL_LENGTH_MAX} characters`);
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return violation("url must be an absolute https URL");
+  }
+  if (url.protocol !== "https:") return violation("url must use https");
+  if (url.username !== "" || url.password !== "") return violation("url must not contain user-info");
+  if (deps.allowTargets.has(targetKey(url.hostname, url.port))) return undefined;
+  let addresses: string[];
+  try {
+    addresses = await resolveHost(url.hostname, deps.resolve);
+  } catch {
+    return undefined;
+  }
+  const blocked = firstBlocked(addresses);
+  return blocked && violation(`url host ${describeBlocked(blocked.address, blocked.reason)}`);
+}
+
+function violation(detail: string): FieldViolation {
+  return { field: "url", code: "VALIDATION_ERROR", detail };
+}
