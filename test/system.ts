@@ -204,7 +204,7 @@ export async function startEmbeddedSystem(env: Record<string, string> = {}): Pro
     throw err;
   }
   const internalUrl = `http://127.0.0.1:${internalPort}`;
-  const blobDir = env.BLOB_URL ? fileURLToPath(env.BLOB_URL) : join(dataDir, "blobs");
+  const blobDir = env.BLOB_URL ? fileURLToPath(env.BLOB_URL) : join(env.DATA_DIR ?? dataDir, "blobs");
   return system("embedded", [baseUrl], internalUrl, blobDir, [proc], cleanup, undefined, env.INTERNAL_TOKEN);
 }
 
