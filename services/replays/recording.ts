@@ -9,6 +9,7 @@ import { isUniqueViolation } from "../../lib/db/errors.js";
 import type { Db, Tx } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { newId, parseUuid } from "../../lib/ids.js";
+import { logger } from "../../lib/log.js";
 import { archiveChunks, archiveKeyOf, readArchiveHeader, UPLOAD_ABANDON_MS, UPLOAD_MAX_MS } from "./archive.js";
 import type { ReplayRow } from "./recording-store.js";
 import * as store from "./recording-store.js";
@@ -24,6 +25,8 @@ export const DEFAULT_HOT_DAYS = 30;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const daysAfter = (date: Date, days: number) => new Date(date.getTime() + days * DAY_MS);
+
+const log = logger("replays:recording");
 
 export type RecordingDeps = { db: Db; blobs: BlobStore; now: () => Date };
 
@@ -214,9 +217,12 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
           return finishLockedReplay(tx, row, { endedAt, sizeBytes, formatVersion, archiveKey });
         });
       } catch (err) {
-        // Nothing recorded the archive: its blob, if any, is queued for removal now (a crash here
-        // leaves that to the blob deletions worker once the upload counts as abandoned).
-        await store.updateArchiveUploadsAbandoned(db, archiveKey);
+        // Nothing recorded the archive: its blob, if any, is queued for removal now. Should that
+        // fail too (or the process crash here), the blob deletions worker queues it once the
+        // upload counts as abandoned; the caller learns the upload's own failure either way.
+        await store.updateArchiveUploadsAbandoned(db, archiveKey).catch((cleanupErr: unknown) => {
+          log.warn({ err: cleanupErr, archiveKey }, "queueing a failed upload's archive for removal failed");
+        });
         throw err;
       }
       return { replayId, sizeBytes };

@@ -457,7 +457,8 @@ export const RecordingService: GenService<{
     output: typeof StartRecordingResponseSchema;
   },
   /**
-   * FinishRecording ends a recording: status processing, archive durable; emits
+   * FinishRecording ends a recording without uploading an archive (UploadArchive is the finish
+   * with one): status processing, size_bytes as given, no archive key; emits
    * replays.recording.finished and replays.collection.finalized. Fails with INVALID_REPLAY_ID,
    * REPLAY_NOT_FOUND, or INVALID_TRANSITION when the replay is not recording or ended_at is before
    * started_at.
