@@ -95,6 +95,10 @@ describe("parseCommandLine", () => {
     [["tenant", "create", "--rate-limit-rps", "0"], /--rate-limit-rps must be between 1/],
     [["tenant", "create", "--rate-limit-burst", "2147483648"], /--rate-limit-burst must be between/],
     [["tenant", "create", "--colour", "red"], /Unknown option '--colour'/],
+    [["tenant", "create", "--retention-days", "0"], /--retention-days must be between 1 and 3650, got 0/],
+    [["tenant", "update", "--tenant", "t", "--retention-days", "3651"], /--retention-days must be between 1 and 3650/],
+    [["tenant", "create", "--hot-days=-1"], /--hot-days must be between 0 and 3650/],
+    [["tenant", "create", "--hot-days", "1d"], /--hot-days must be an integer/],
     [["tenant", "create", "stray"], /stray/],
     [["tenant", "show", "--tenant"], /--tenant/],
     [["tenant", "show", "--tenant", "a", "--tenant", "b"], /--tenant is given more than once/],
@@ -207,6 +211,8 @@ describe("commands", () => {
             rps: req.rateLimitRps,
             burst: req.rateLimitBurst,
             quota: req.storageQuotaBytes,
+            retention: req.retentionDays,
+            hot: req.hotDays,
           });
           return { tenantId: "t-1" };
         },
@@ -215,9 +221,14 @@ describe("commands", () => {
     expect(await runAgainst(routes, ["tenant", "create", "--server-limit", "0", "--rate-limit-burst", "5"])).toEqual({
       tenantId: "t-1",
     });
+    expect(await runAgainst(routes, ["tenant", "create", "--retention-days", "1", "--hot-days", "0"])).toEqual({
+      tenantId: "t-1",
+    });
+    const unset = { name: undefined, serverLimit: undefined, rps: undefined, burst: undefined, quota: undefined };
     expect(seen).toEqual([
-      { name: undefined, serverLimit: undefined, rps: undefined, burst: undefined, quota: undefined },
-      { name: undefined, serverLimit: 0n, rps: undefined, burst: 5, quota: undefined },
+      { ...unset, retention: undefined, hot: undefined },
+      { ...unset, serverLimit: 0n, burst: 5, retention: undefined, hot: undefined },
+      { ...unset, retention: 1, hot: 0 },
     ]);
   });
 
@@ -235,6 +246,8 @@ describe("commands", () => {
               storageUsedBytes: 1024n,
               rateLimitRps: 50,
               rateLimitBurst: 100,
+              retentionDays: 7,
+              hotDays: 0,
             },
           }),
         }),
@@ -249,6 +262,8 @@ describe("commands", () => {
       storageUsedBytes: 1024,
       rateLimitRps: 50,
       rateLimitBurst: 100,
+      retentionDays: 7,
+      hotDays: 0,
     });
     expect(JSON.stringify(out)).toContain('"serverLimit":10,');
   });
@@ -317,6 +332,8 @@ describe("commands", () => {
                   storageQuotaBytes: 10737418240n,
                   rateLimitRps: 50,
                   rateLimitBurst: 100,
+                  retentionDays: 90,
+                  hotDays: 30,
                   createdAt: timestampFromDate(new Date("2024-05-01T12:00:00.250Z")),
                 },
               ],
@@ -336,6 +353,8 @@ describe("commands", () => {
           storageQuotaBytes: 10737418240,
           rateLimitRps: 50,
           rateLimitBurst: 100,
+          retentionDays: 90,
+          hotDays: 30,
           createdAt: "2024-05-01T12:00:00.250Z",
         },
       ],

@@ -26,11 +26,11 @@ export function int64(min: bigint): Flag<bigint, false> {
   return { hint: "N", required: false, parse: (raw, name) => integer(raw, name, min, INT64_MAX) };
 }
 
-export function int32(min: number): Flag<number, false> {
+export function int32(min: number, max = INT32_MAX): Flag<number, false> {
   return {
     hint: "N",
     required: false,
-    parse: (raw, name) => Number(integer(raw, name, BigInt(min), BigInt(INT32_MAX))),
+    parse: (raw, name) => Number(integer(raw, name, BigInt(min), BigInt(max))),
   };
 }
 

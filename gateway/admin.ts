@@ -27,7 +27,12 @@ export const defaultPlan: PlanInput = {
   storageQuotaBytes: 10 * 1024 ** 3,
   rateLimitRps: 50,
   rateLimitBurst: 100,
+  retentionDays: 90,
+  hotDays: 30,
 };
+
+/** The longest retention a plan may set, in days (ten years). */
+export const RETENTION_DAYS_MAX = 3650;
 
 export type AdminDeps = {
   db: Db;
@@ -52,13 +57,31 @@ const roleValues: Record<MemberRow["role"], MemberRole> = {
 
 const requireId = (value: string, what: string) => parseUuid(value, "INVALID_ARGUMENT", what);
 
-function planField(value: bigint | number | undefined, what: string, min: number): number | undefined {
+function planField(
+  value: bigint | number | undefined,
+  what: string,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < min)
-    throw new DomainError("INVALID_ARGUMENT", `${what} must be a whole number of at least ${min}`);
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`;
+    throw new DomainError("INVALID_ARGUMENT", `${what} must be a whole number ${range}`);
+  }
   return n;
 }
+
+/** The plan's retention fields of a request, each checked on its own (1 to 3650, 0 to 3650 days). */
+function retentionFields(req: { retentionDays?: number; hotDays?: number }) {
+  return {
+    retentionDays: planField(req.retentionDays, "retention days", 1, RETENTION_DAYS_MAX),
+    hotDays: planField(req.hotDays, "hot days", 0, RETENTION_DAYS_MAX),
+  };
+}
+
+const hotOverRetention = () =>
+  new DomainError("INVALID_ARGUMENT", "hot days must not exceed retention days (a replay is hot within its retention)");
 
 function tenantUpserted(tenant: TenantRow) {
   return buildEvent("identity.tenant.upserted", {
@@ -66,6 +89,8 @@ function tenantUpserted(tenant: TenantRow) {
     serverLimit: BigInt(tenant.server_limit),
     storageQuotaBytes: BigInt(tenant.storage_quota_bytes),
     version: BigInt(tenant.version),
+    retentionDays: tenant.retention_days,
+    hotDays: tenant.hot_days,
   });
 }
 
@@ -105,12 +130,19 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
 
   return {
     async createTenant(req) {
+      const retention = retentionFields(req);
+      const retentionDays = retention.retentionDays ?? defaultPlan.retentionDays;
+      // An unset hot period is the default one, cut to a shorter retention.
+      const hotDays = retention.hotDays ?? Math.min(defaultPlan.hotDays, retentionDays);
+      if (hotDays > retentionDays) throw hotOverRetention();
       const plan: PlanInput = {
         name: parseTenantName(req.name) ?? defaultPlan.name,
         serverLimit: planField(req.serverLimit, "server limit", 0) ?? defaultPlan.serverLimit,
         storageQuotaBytes: planField(req.storageQuotaBytes, "storage quota", 0) ?? defaultPlan.storageQuotaBytes,
         rateLimitRps: planField(req.rateLimitRps, "rate limit rps", 1) ?? defaultPlan.rateLimitRps,
         rateLimitBurst: planField(req.rateLimitBurst, "rate limit burst", 1) ?? defaultPlan.rateLimitBurst,
+        retentionDays,
+        hotDays,
       };
       const tenant = await db.transaction(async (tx) => {
         const row = await store.insertTenant(tx, newId(), plan);
@@ -128,10 +160,12 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
         storageQuotaBytes: planField(req.storageQuotaBytes, "storage quota", 0),
         rateLimitRps: planField(req.rateLimitRps, "rate limit rps", 1),
         rateLimitBurst: planField(req.rateLimitBurst, "rate limit burst", 1),
+        ...retentionFields(req),
       };
       await db.transaction(async (tx) => {
         const row = await store.updateTenantPlan(tx, tenantId, plan);
-        if (!row) throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
+        if (row === "not-found") throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
+        if (row === "hot-over-retention") throw hotOverRetention();
         await store.enqueueEvent(tx, tenantUpserted(row));
       });
       return { tenantId };
@@ -156,6 +190,8 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
           storageUsedBytes: storage,
           rateLimitRps: tenant.rate_limit_rps,
           rateLimitBurst: tenant.rate_limit_burst,
+          retentionDays: tenant.retention_days,
+          hotDays: tenant.hot_days,
         },
       };
     },
@@ -172,6 +208,8 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
           storageQuotaBytes: BigInt(row.storage_quota_bytes),
           rateLimitRps: row.rate_limit_rps,
           rateLimitBurst: row.rate_limit_burst,
+          retentionDays: row.retention_days,
+          hotDays: row.hot_days,
           createdAt: timestampFromDate(row.created_at),
         })),
         nextPageToken: page.nextPageToken,

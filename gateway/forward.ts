@@ -3,14 +3,16 @@ import { type Client, ConnectError, type ServiceImpl } from "@connectrpc/connect
 import { contextHeaders } from "../lib/rpc/context.js";
 
 /**
- * Serves a backend service's unary RPCs on the gateway's internal port by forwarding each call to
- * the backend, so that operators and recorder tools need one address (REPLAYCTL_URL). The internal
- * port is trusted (never public), so its callers' context headers are passed on as they are.
+ * Serves a backend service's unary and client-streaming RPCs (RecordingService.UploadArchive) on
+ * the gateway's internal port by forwarding each call to the backend, so that operators and
+ * recorder tools need one address (REPLAYCTL_URL); a stream's messages are passed on as they
+ * arrive. The internal port is trusted (never public), so its callers' context headers are passed
+ * on as they are.
  */
 export function forwardService<S extends DescService>(service: S, client: Client<S>): ServiceImpl<S> {
   const impl: Record<string, unknown> = {};
   for (const method of service.methods) {
-    if (method.methodKind !== "unary") continue;
+    if (method.methodKind !== "unary" && method.methodKind !== "client_streaming") continue;
     const call = (client as Record<string, (req: unknown, options: unknown) => Promise<unknown>>)[method.localName];
     impl[method.localName] = (
       req: unknown,

@@ -10,6 +10,8 @@ export type TenantRow = {
   storage_quota_bytes: number;
   rate_limit_rps: number;
   rate_limit_burst: number;
+  retention_days: number;
+  hot_days: number;
   version: number;
 };
 
@@ -57,7 +59,12 @@ export type PlanInput = {
   storageQuotaBytes: number;
   rateLimitRps: number;
   rateLimitBurst: number;
+  retentionDays: number;
+  hotDays: number;
 };
+
+const tenantColumns =
+  "tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst, retention_days, hot_days, version";
 
 // SQL for the `identity` schema, and nothing else. Every function runs on the connection it is given.
 
@@ -115,21 +122,41 @@ export async function findMemberById(q: Queryable, memberId: string): Promise<Me
   return rows[0];
 }
 
+/** $1 to $8 of the plan statements: the tenant, then the plan's fields in column order (unset: null). */
+function planParams(tenantId: string, plan: Partial<PlanInput>): unknown[] {
+  return [
+    tenantId,
+    plan.name,
+    plan.serverLimit,
+    plan.storageQuotaBytes,
+    plan.rateLimitRps,
+    plan.rateLimitBurst,
+    plan.retentionDays,
+    plan.hotDays,
+  ];
+}
+
 export async function insertTenant(tx: Tx, tenantId: string, plan: PlanInput): Promise<TenantRow> {
   const { rows } = await tx.query<TenantRow>(
-    `INSERT INTO identity.tenant (tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst)
-     VALUES ($1, $2, $3, $4, $5, $6)
-     RETURNING tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst, version`,
-    [tenantId, plan.name, plan.serverLimit, plan.storageQuotaBytes, plan.rateLimitRps, plan.rateLimitBurst],
+    `INSERT INTO identity.tenant (tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst,
+                                  retention_days, hot_days)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+     RETURNING ${tenantColumns}`,
+    planParams(tenantId, plan),
   );
   return rows[0] as TenantRow;
 }
 
+/**
+ * Changes the set fields of a tenant's plan. "not-found" for an unknown tenant; "hot-over-retention"
+ * when the hot period would exceed the retention, the stored value standing in for an unset one
+ * (checked in the statement itself, so two updates racing cannot combine into a bad plan).
+ */
 export async function updateTenantPlan(
   tx: Tx,
   tenantId: string,
   plan: Partial<PlanInput>,
-): Promise<TenantRow | undefined> {
+): Promise<TenantRow | "not-found" | "hot-over-retention"> {
   const { rows } = await tx.query<TenantRow>(
     `UPDATE identity.tenant
         SET name = COALESCE($2, name),
@@ -137,28 +164,29 @@ export async function updateTenantPlan(
             storage_quota_bytes = COALESCE($4, storage_quota_bytes),
             rate_limit_rps = COALESCE($5, rate_limit_rps),
             rate_limit_burst = COALESCE($6, rate_limit_burst),
+            retention_days = COALESCE($7, retention_days),
+            hot_days = COALESCE($8, hot_days),
             version = version + 1,
             updated_at = now()
-      WHERE tenant_id = $1
-     RETURNING tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst, version`,
-    [tenantId, plan.name, plan.serverLimit, plan.storageQuotaBytes, plan.rateLimitRps, plan.rateLimitBurst],
+      WHERE tenant_id = $1 AND COALESCE($8::int, hot_days) <= COALESCE($7::int, retention_days)
+     RETURNING ${tenantColumns}`,
+    planParams(tenantId, plan),
   );
-  return rows[0];
+  if (rows[0]) return rows[0];
+  return (await findTenantById(tx, tenantId)) ? "hot-over-retention" : "not-found";
 }
 
 export async function findTenantById(q: Queryable, tenantId: string): Promise<TenantRow | undefined> {
-  const { rows } = await q.query<TenantRow>(
-    `SELECT tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst, version
-       FROM identity.tenant WHERE tenant_id = $1`,
-    [tenantId],
-  );
+  const { rows } = await q.query<TenantRow>(`SELECT ${tenantColumns} FROM identity.tenant WHERE tenant_id = $1`, [
+    tenantId,
+  ]);
   return rows[0];
 }
 
 /** Every tenant, oldest first, then by id, one keyset page at a time. */
 export async function listTenants(q: Queryable, page: KeysetPage): Promise<TenantListRow[]> {
   const { rows } = await q.query<TenantListRow>(
-    `SELECT tenant_id, name, server_limit, storage_quota_bytes, rate_limit_rps, rate_limit_burst, version, created_at
+    `SELECT ${tenantColumns}, created_at
        FROM identity.tenant
       WHERE $1::uuid IS NULL
          OR (created_at, tenant_id) > (SELECT created_at, tenant_id FROM identity.tenant WHERE tenant_id = $1)

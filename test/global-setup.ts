@@ -102,5 +102,6 @@ function describeSystem(sys: System): SharedSystemInfo {
     databaseUrl: sys.databaseUrl,
     serviceUrls: sys.serviceUrls,
     natsNamespace: sys.natsNamespace,
+    blobDir: sys.blobDir,
   };
 }

@@ -59,7 +59,14 @@ export const ALL_SCOPES = ["replays:read", "replays:write", "servers:read", "ser
 /** A fresh tenant with an owner, an all-scopes key bound to it and a signing key, through the admin API. */
 export async function provisionTenant(
   sys: SystemHandle,
-  plan: { rateLimitRps?: number; rateLimitBurst?: number; serverLimit?: bigint; storageQuotaBytes?: bigint } = {},
+  plan: {
+    rateLimitRps?: number;
+    rateLimitBurst?: number;
+    serverLimit?: bigint;
+    storageQuotaBytes?: bigint;
+    retentionDays?: number;
+    hotDays?: number;
+  } = {},
 ) {
   const { tenantId } = await sys.admin.createTenant({ name: `e2e-${randomUUID().slice(0, 8)}`, ...plan });
   const { memberId: ownerId } = await sys.admin.addMember({ tenantId, role: MemberRole.OWNER });

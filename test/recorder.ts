@@ -1,6 +1,13 @@
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
+import {
+  RecordingService,
+  type UploadArchiveRequest,
+  UploadArchiveRequestSchema,
+  type UploadArchiveResponse,
+  UploadArchiveResponseSchema,
+} from "../gen/replay/replays/v1/recording_pb.js";
 import {
   CheckInRequestSchema,
   type CheckInResponse,
@@ -64,4 +71,33 @@ function metadataOf(headers: Record<string, string>): grpc.Metadata {
   const metadata = new grpc.Metadata();
   for (const [name, value] of Object.entries(headers)) metadata.set(name, value);
   return metadata;
+}
+
+/**
+ * A recorder's archive upload through a stock gRPC client (@grpc/grpc-js, client streaming): the
+ * header message naming the replay, then one message per chunk. Resolves to the response, or
+ * rejects with grpc-js's error (its `code` is the gRPC status).
+ */
+export function grpcUploadArchive(
+  baseUrl: string,
+  header: MessageInitShape<typeof UploadArchiveRequestSchema>,
+  chunks: Iterable<Uint8Array>,
+): Promise<UploadArchiveResponse> {
+  const client = new grpc.Client(new URL(baseUrl).host, grpc.credentials.createInsecure());
+  return new Promise<UploadArchiveResponse>((resolve, reject) => {
+    const call = client.makeClientStreamRequest(
+      `/${RecordingService.typeName}/UploadArchive`,
+      (message: UploadArchiveRequest) => Buffer.from(toBinary(UploadArchiveRequestSchema, message)),
+      (bytes: Buffer) => fromBinary(UploadArchiveResponseSchema, bytes),
+      new grpc.Metadata(),
+      { deadline: Date.now() + 30_000 },
+      (err, res) => {
+        if (err || !res) reject(err ?? new Error("no response"));
+        else resolve(res);
+      },
+    );
+    call.write(create(UploadArchiveRequestSchema, header));
+    for (const chunk of chunks) call.write(create(UploadArchiveRequestSchema, { chunk }));
+    call.end();
+  }).finally(() => client.close());
 }

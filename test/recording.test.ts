@@ -1,15 +1,21 @@
-import { randomUUID } from "node:crypto";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { randomBytes, randomUUID } from "node:crypto";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Timestamp, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import * as grpc from "@grpc/grpc-js";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { ErrorDetailSchema } from "../gen/replay/common/v1/common_pb.js";
 import { AssetState, RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
+import { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
 import { decodeEvent, type EventSubject } from "../lib/bus/events.js";
-import { provisionTenant, send } from "./http.js";
+import { trustedHeaders } from "../lib/rpc/context.js";
+import { provisionTenant, type Signer, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
-import { grpcCheckIn } from "./recorder.js";
+import { grpcCheckIn, grpcUploadArchive } from "./recorder.js";
 import { runReplayctl } from "./replayctl.js";
 import { sharedSystems } from "./shared-system.js";
 
@@ -56,7 +62,7 @@ describe.each(sharedSystems())("recording lifecycle ($mode mode)", (sys) => {
     }
   }
 
-  async function tenant(plan: { storageQuotaBytes?: bigint } = {}) {
+  async function tenant(plan: Parameters<typeof provisionTenant>[1] = {}) {
     const t = await provisionTenant(sys, plan);
     const post = (path: string, body: unknown) => send(sys.baseUrl, "POST", path, { headers: t.bearer(), body });
     async function pending(): Promise<string> {
@@ -323,4 +329,134 @@ describe.each(sharedSystems())("recording lifecycle ($mode mode)", (sys) => {
     expect(refused.code).not.toBe(0);
     expect(refused.problem?.code, refused.stderr).toBe("INVALID_TRANSITION");
   });
+
+  /** The archives a replay's uploads left in the blob store (key tenant/<t>/replay/<r>/<upload>.rpl). */
+  async function archivesOf(tenantId: string, replayId: string): Promise<Buffer[]> {
+    const dir = join(sys.blobDir, "tenant", tenantId, "replay", replayId);
+    const names = await readdir(dir).catch(() => []);
+    return Promise.all(names.map((name) => readFile(join(dir, name))));
+  }
+  const signedGet = (t: { signer: Signer }, replayId: string) =>
+    sendSigned(sys.baseUrl, t.signer, "GET", `/v1/replays/${replayId}`);
+  const storageUsed = async (tenantId: string) =>
+    Number((await sys.admin.getTenant({ tenantId })).tenant?.storageUsedBytes);
+
+  it("finishes a recording with its archive from a stock gRPC client; delete removes the blob", async () => {
+    const t = await tenant();
+    const { replayId } = await t.recordingServer();
+    const chunks = [randomBytes(1024 * 1024), randomBytes(1024 * 1024), randomBytes(512 * 1024 + 7)];
+    const whole = Buffer.concat(chunks);
+    const res = await grpcUploadArchive(sys.internalUrl, { replayId, formatVersion: 3 }, chunks);
+    expect(res).toMatchObject({ replayId, sizeBytes: BigInt(whole.length) });
+    const got = await signedGet(t, replayId);
+    expect(got.status, got.text).toBe(200);
+    expect(got.body).toMatchObject({ id: replayId, status: "processing", size_bytes: whole.length, format_version: 3 });
+    const stored = await archivesOf(t.tenantId, replayId);
+    expect(stored.length).toBe(1);
+    expect(stored[0]?.equals(whole)).toBe(true);
+    // decisions.md §5: usage is the archive's real size, and a delete frees it and removes the blob.
+    expect(await storageUsed(t.tenantId)).toBe(whole.length);
+    expect(await codeOf(rpc.finishRecording({ replayId }))).toBe("INVALID_TRANSITION");
+    expect((await sendSigned(sys.baseUrl, t.signer, "DELETE", `/v1/replays/${replayId}`)).status).toBe(204);
+    expect(await storageUsed(t.tenantId)).toBe(0);
+    await pollUntil(
+      () => archivesOf(t.tenantId, replayId),
+      (left) => left.length === 0,
+      10_000,
+    );
+  });
+
+  it("refuses an upload for a malformed, unknown or finished replay before storing a byte", async () => {
+    const t = await tenant();
+    const { replayId } = await t.recordingServer();
+    const upload = (header: { replayId: string; endedAt?: Timestamp }, ...chunks: Uint8Array[]) =>
+      codeOf(
+        rpc.uploadArchive(
+          (async function* () {
+            yield header;
+            for (const chunk of chunks) yield { chunk };
+          })(),
+        ),
+      );
+    expect(await upload({ replayId: "not-a-uuid" }, Buffer.from("x"))).toBe("INVALID_REPLAY_ID");
+    expect(await upload({ replayId: randomUUID() }, Buffer.from("x"))).toBe("REPLAY_NOT_FOUND");
+    const before = timestampFromDate(new Date(Date.now() - 365 * 24 * 3600 * 1000));
+    expect(await upload({ replayId, endedAt: before }, Buffer.from("x"))).toBe("INVALID_TRANSITION");
+    // Header fields belong in the first message only: the upload fails and leaves nothing.
+    const late = rpc.uploadArchive(
+      (async function* () {
+        yield { replayId, chunk: Buffer.from("abc") };
+        yield { replayId, chunk: Buffer.from("def") };
+      })(),
+    );
+    expect(await codeOf(late)).toBe("INVALID_ARGUMENT");
+    await pollUntil(
+      () => archivesOf(t.tenantId, replayId),
+      (left) => left.length === 0,
+      10_000,
+    );
+    // Still recording: a stock client's upload finishes it; then the replay is no longer recording.
+    expect((await grpcUploadArchive(sys.internalUrl, { replayId }, [Buffer.from("abc")])).sizeBytes).toBe(3n);
+    const again = await grpcUploadArchive(sys.internalUrl, { replayId }, [Buffer.from("abc")]).catch((err) => err);
+    expect(again.code).toBe(grpc.status.FAILED_PRECONDITION);
+    expect(await upload({ replayId }, Buffer.from("x"))).toBe("INVALID_TRANSITION");
+    expect((await archivesOf(t.tenantId, replayId)).length).toBe(1);
+  });
+
+  it("finishes with replayctl recording finish --archive FILE; expiry removes the archive", async () => {
+    const t = await tenant();
+    const { replayId } = await t.recordingServer();
+    const ctl = (...args: string[]) => runReplayctl(sys.internalUrl, args);
+    const dir = await mkdtemp(join(tmpdir(), "replayctl-archive-"));
+    try {
+      const file = join(dir, "session.rpl");
+      const bytes = randomBytes(3 * 1024 * 1024 + 11);
+      await writeFile(file, bytes);
+      const both = await ctl("recording", "finish", "--replay", replayId, "--archive", file, "--size-bytes", "5");
+      expect({ code: both.code, code_: both.problem?.code }).toEqual({ code: 2, code_: "INVALID_ARGUMENT" });
+      const missing = await ctl("recording", "finish", "--replay", replayId, "--archive", join(dir, "none.rpl"));
+      expect({ code: missing.code, code_: missing.problem?.code }).toEqual({ code: 2, code_: "INVALID_ARGUMENT" });
+      const run = await ctl("recording", "finish", "--replay", replayId, "--archive", file);
+      expect({ code: run.code, out: run.out }, run.stderr).toEqual({ code: 0, out: { replayId } });
+      expect((await signedGet(t, replayId)).body).toMatchObject({ size_bytes: bytes.length, status: "processing" });
+      expect((await archivesOf(t.tenantId, replayId))[0]?.equals(bytes)).toBe(true);
+      expect(await storageUsed(t.tenantId)).toBe(bytes.length);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    expect(await codeOf(rpc.expireReplay({ replayId }))).toBe("OK");
+    expect(await storageUsed(t.tenantId)).toBe(0);
+    await pollUntil(
+      () => archivesOf(t.tenantId, replayId),
+      (left) => left.length === 0,
+      10_000,
+    );
+    expect((await signedGet(t, replayId)).body).toMatchObject({ status: "expired" });
+  }, 90_000);
+
+  it("gives a replay its tenant's plan retention: 1 day kept means retention_until = started_at + 1 day", async () => {
+    const t = await tenant({ retentionDays: 1, storageQuotaBytes: 123_456_789n });
+    // The plan reaches the replays service by its event: wait until it has (its quota is known there).
+    const replays = createClient(ReplaysService, createGrpcTransport({ baseUrl: sys.internalUrl }));
+    await pollUntil(
+      () => replays.getStorageUsage({}, { headers: trustedHeaders({ tenantId: t.tenantId }) }),
+      (usage) => usage.storageQuotaBytes === 123_456_789n,
+      10_000,
+    );
+    const { replayId } = await t.recordingServer();
+    const got = (await signedGet(t, replayId)).body;
+    expect(Date.parse(got.retention_until) - Date.parse(got.started_at)).toBe(24 * 3600 * 1000);
+    const shown = await runReplayctl(sys.internalUrl, ["tenant", "show", "--tenant", t.tenantId]);
+    expect(shown.out).toMatchObject({ tenantId: t.tenantId, retentionDays: 1, hotDays: 1 });
+    // Hot days stay within the retention, the stored value standing in for the unset one.
+    const over = await runReplayctl(sys.internalUrl, ["tenant", "update", "--tenant", t.tenantId, "--hot-days", "2"]);
+    expect({ code: over.code, code_: over.problem?.code }).toEqual({ code: 1, code_: "INVALID_ARGUMENT" });
+    await sys.admin.updateTenant({ tenantId: t.tenantId, retentionDays: 400, hotDays: 7 });
+    expect((await sys.admin.getTenant({ tenantId: t.tenantId })).tenant).toMatchObject({
+      retentionDays: 400,
+      hotDays: 7,
+    });
+    const tooLong = await sys.admin.createTenant({ retentionDays: 3651 }).catch((err) => ConnectError.from(err));
+    expect(tooLong).toBeInstanceOf(ConnectError);
+  }, 90_000);
 });

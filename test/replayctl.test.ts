@@ -60,6 +60,8 @@ describe.each(sharedSystems())("replayctl list commands ($mode mode)", (sys) => 
       storageQuotaBytes: 12345,
       rateLimitRps: 9,
       rateLimitBurst: 11,
+      retentionDays: 90,
+      hotDays: 30,
       createdAt: expect.stringMatching(ISO),
     });
     // Pages of one give the same tenants in the same order as the pages of a hundred.

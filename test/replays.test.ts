@@ -83,8 +83,8 @@ async function seed(db: Sql, tenantId: string, s: Seed = {}): Promise<string> {
   await db.query(
     `INSERT INTO replays.replay (replay_id, tenant_id, server_id, integration, quality, status, pipeline,
        started_at, ended_at, duration_ms, size_bytes, format_version, storage_tier, retention_until, visibility,
-       archive_key)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+       archive_key, hot_until)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $14)`,
     [
       replayId,
       tenantId,

@@ -9,6 +9,7 @@ export type SharedSystemInfo = {
   databaseUrl: string | undefined;
   serviceUrls: Record<string, string> | undefined;
   natsNamespace: string | undefined;
+  blobDir: string;
 };
 
 /**

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { type Client, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import pg from "pg";
@@ -23,7 +23,15 @@ import { freePorts } from "./free-port.js";
 /** What tests need of a running system to talk to it; a System, or a shared one (shared-system.ts). */
 export type SystemHandle = Pick<
   System,
-  "mode" | "baseUrl" | "gatewayUrls" | "internalUrl" | "databaseUrl" | "serviceUrls" | "natsNamespace" | "admin"
+  | "mode"
+  | "baseUrl"
+  | "gatewayUrls"
+  | "internalUrl"
+  | "databaseUrl"
+  | "serviceUrls"
+  | "natsNamespace"
+  | "admin"
+  | "blobDir"
 >;
 
 export type System = {
@@ -38,6 +46,8 @@ export type System = {
   /** Distributed mode: each service's own address, and the NATS namespace the system publishes under. */
   serviceUrls: Record<string, string> | undefined;
   natsNamespace: string | undefined;
+  /** The directory of the system's blob store (replay archives), for tests that look at what it holds. */
+  blobDir: string;
   admin: Client<typeof IdentityAdminService>;
   /** What the processes printed, for failure messages. */
   output(): string;
@@ -133,6 +143,7 @@ function system(
   mode: System["mode"],
   gatewayUrls: string[],
   internalUrl: string,
+  blobDir: string,
   procs: Proc[],
   cleanup: () => Promise<void>,
   distributed?: { databaseUrl: string; serviceUrls: Record<string, string>; natsNamespace: string },
@@ -153,6 +164,7 @@ function system(
     databaseUrl: distributed?.databaseUrl,
     serviceUrls: distributed?.serviceUrls,
     natsNamespace: distributed?.natsNamespace,
+    blobDir,
     admin: adminClient(internalUrl, internalToken),
     output: () => procs.map((p) => `--- ${p.name}\n${p.output.join("")}`).join("\n"),
     stdout: () => procs[0]?.stdout.join("") ?? "",
@@ -192,7 +204,8 @@ export async function startEmbeddedSystem(env: Record<string, string> = {}): Pro
     throw err;
   }
   const internalUrl = `http://127.0.0.1:${internalPort}`;
-  return system("embedded", [baseUrl], internalUrl, [proc], cleanup, undefined, env.INTERNAL_TOKEN);
+  const blobDir = env.BLOB_URL ? fileURLToPath(env.BLOB_URL) : join(env.DATA_DIR ?? dataDir, "blobs");
+  return system("embedded", [baseUrl], internalUrl, blobDir, [proc], cleanup, undefined, env.INTERNAL_TOKEN);
 }
 
 /** A fresh database beside DATABASE_URL's, so each system starts from empty schemas. */
@@ -242,6 +255,8 @@ export async function startDistributedSystem({
     throw new Error("the distributed mode needs DATABASE_URL and a NATS server");
   const database = await createDatabase(process.env.DATABASE_URL as string);
   const namespace = `e2e_${randomBytes(4).toString("hex")}`;
+  // The replays service's blob store, on a directory of this system's own (removed on stop).
+  const blobDir = await mkdtemp(join(tmpdir(), "replay-e2e-blobs-"));
   const names = ["markers", "servers", "replays", "webhooks"] as const;
   const ports = await freePorts(names.length + gateways * 2);
   const shared = {
@@ -251,6 +266,7 @@ export async function startDistributedSystem({
     GATEWAY_REPLICAS: String(gateways),
     // Replicas that share no DATA_DIR share the page token key, as in Kubernetes.
     PAGE_TOKEN_KEY: randomBytes(32).toString("base64"),
+    BLOB_URL: pathToFileURL(blobDir).href,
     ...Object.fromEntries(names.map((name, i) => [`${name.toUpperCase()}_URL`, `http://127.0.0.1:${ports[i]}`])),
     ...env,
   };
@@ -274,6 +290,7 @@ export async function startDistributedSystem({
   const cleanup = async () => {
     await database.drop();
     await deleteNamespaceStreams(natsUrl, namespace);
+    await rm(blobDir, { recursive: true, force: true });
   };
   try {
     for (const url of gatewayUrls) await waitReady(`${url}/readyz`, procs);
@@ -287,6 +304,7 @@ export async function startDistributedSystem({
     "distributed",
     gatewayUrls,
     internalUrls[0] as string,
+    fileURLToPath(shared.BLOB_URL),
     procs,
     cleanup,
     {

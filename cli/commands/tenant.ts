@@ -8,6 +8,9 @@ const planFlags = {
   "storage-quota-bytes": int64(0n),
   "rate-limit-rps": int32(1),
   "rate-limit-burst": int32(1),
+  // The admin API's range (RETENTION_DAYS_MAX); hot days within the retention is checked there.
+  "retention-days": int32(1, 3650),
+  "hot-days": int32(0, 3650),
 };
 
 function planOf(v: Values<typeof planFlags>) {
@@ -17,6 +20,8 @@ function planOf(v: Values<typeof planFlags>) {
     storageQuotaBytes: v["storage-quota-bytes"],
     rateLimitRps: v["rate-limit-rps"],
     rateLimitBurst: v["rate-limit-burst"],
+    retentionDays: v["retention-days"],
+    hotDays: v["hot-days"],
   };
 }
 
@@ -55,6 +60,8 @@ export const tenantCommands: readonly Command[] = [
         storageUsedBytes: Number(t.storageUsedBytes),
         rateLimitRps: t.rateLimitRps,
         rateLimitBurst: t.rateLimitBurst,
+        retentionDays: t.retentionDays,
+        hotDays: t.hotDays,
       };
     },
   }),
@@ -73,6 +80,8 @@ export const tenantCommands: readonly Command[] = [
           storageQuotaBytes: Number(t.storageQuotaBytes),
           rateLimitRps: t.rateLimitRps,
           rateLimitBurst: t.rateLimitBurst,
+          retentionDays: t.retentionDays,
+          hotDays: t.hotDays,
           createdAt: iso(t.createdAt, "a tenant's createdAt"),
         })),
         nextPageToken: res.nextPageToken,

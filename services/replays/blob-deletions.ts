@@ -2,6 +2,7 @@ import type { BlobStore } from "../../lib/blob/blob.js";
 import type { Db } from "../../lib/db/types.js";
 import { logger } from "../../lib/log.js";
 import type { WorkerSpec } from "../../lib/worker/worker.js";
+import { updateArchiveUploadsAbandoned } from "./recording-store.js";
 import * as store from "./store.js";
 
 const log = logger("replays:blob-deletions");
@@ -26,7 +27,7 @@ export function retryDelayMs(attempts: number, retry: { baseMs: number; maxMs: n
 
 /**
  * Drains replays.blob_deletion (issue 10: a crash between the metadata delete and the blob delete
- * leaves no orphan for ever). Each round claims due keys for a lease (one statement, SKIP LOCKED, so
+ * leaves no orphan for ever), after queueing the keys of archive uploads a crash abandoned. Each round claims due keys for a lease (one statement, SKIP LOCKED, so
  * replicas never take the same key at once), removes each archive from the blob store outside any
  * transaction (a slow store never holds a database connection, which the embedded mode's single one
  * could not spare), and deletes the queue row only once the store confirmed; a failure leaves the
@@ -43,6 +44,8 @@ export function blobDeletionsWorker(deps: BlobDeletionsDeps): WorkerSpec {
     intervalMs: deps.intervalMs ?? 5_000,
     wakeOn: { db: deps.db, channel: store.blobDeletionChannel },
     async round() {
+      // Uploads a crash left unfinished queue their keys first, so this round removes them too.
+      await updateArchiveUploadsAbandoned(deps.db);
       const claimed = await store.updateBlobDeletionsClaimed(deps.db, batchSize, leaseMs);
       for (const row of claimed) {
         try {

@@ -35,12 +35,14 @@ describe("replays projections", () => {
   it("keeps the newest plan's quota and the tenant's own usage, whatever order plans arrive in", async () => {
     await using ctx = await setup();
     const tenantId = randomUUID();
+    // Version 3 comes from before the plan had a retention: the defaults (90 days, 30 hot).
     const plan = (version: number, quota: number) =>
       buildEvent("identity.tenant.upserted", {
         tenantId,
         serverLimit: 1n,
         storageQuotaBytes: BigInt(quota),
         version: BigInt(version),
+        ...(version === 3 ? {} : { retentionDays: version, hotDays: version - 1 }),
       });
     // Usage recorded before any plan arrived: a placeholder the first plan replaces.
     await ctx.db.transaction((tx) => store.updateTenantStorageUsed(tx, tenantId, 40n));
@@ -50,6 +52,8 @@ describe("replays projections", () => {
       storage_quota_bytes: 700n,
       storage_used_bytes: 40n,
       plan_version: 2n,
+      retention_days: 2,
+      hot_days: 1,
     });
     await ctx.db.transaction((tx) => store.updateTenantStorageUsed(tx, tenantId, -15n));
     await ctx.apply(plan(3, 900));
@@ -57,6 +61,8 @@ describe("replays projections", () => {
       storage_quota_bytes: 900n,
       storage_used_bytes: 25n,
       plan_version: 3n,
+      retention_days: 90,
+      hot_days: 30,
     });
   });
 

@@ -1,9 +1,10 @@
 import type { Consumer } from "../../lib/bus/consumer.js";
+import { DEFAULT_HOT_DAYS, DEFAULT_RETENTION_DAYS } from "./recording.js";
 import * as store from "./recording-store.js";
 
 /**
  * The replays service's projections: tenant plans (identity.tenant.upserted), whose storage quota
- * `recording start` checks, and servers' states (servers.server.*), which decide whether a server
+ * `recording start` checks and whose retention and hot period it gives the new replay, and servers' states (servers.server.*), which decide whether a server
  * may record. The consumer runner applies each event once (inbox) in the transaction that records it.
  */
 export const replaysConsumers: Consumer[] = [
@@ -15,6 +16,9 @@ export const replaysConsumers: Consumer[] = [
           tenantId: event.tenantId,
           storageQuotaBytes: event.storageQuotaBytes,
           version: event.version,
+          // Events from before the plan had them carry neither: the defaults every replay had then.
+          retentionDays: event.retentionDays ?? DEFAULT_RETENTION_DAYS,
+          hotDays: event.hotDays ?? DEFAULT_HOT_DAYS,
         }),
     },
   },

@@ -27,7 +27,7 @@ export const replaysService: ServiceSpec = {
     return {
       routes(router) {
         router.service(ReplaysService, replays);
-        router.service(RecordingService, createRecordingService({ db, now }));
+        router.service(RecordingService, createRecordingService({ db, blobs, now }));
       },
       consumers: replaysConsumers,
       workers: [blobDeletionsWorker({ db, blobs }), retentionWorker({ db, now })],

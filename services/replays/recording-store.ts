@@ -1,5 +1,5 @@
 import type { Queryable, Tx } from "../../lib/db/types.js";
-import { type ReplayRow, replayColumns } from "./store.js";
+import { blobDeletionChannel, insertBlobDeletion, type ReplayRow, replayColumns } from "./store.js";
 import type { Pipeline, ReplayStatus, Visibility } from "./transitions.js";
 
 // The row, its columns, the outbox helper and the tenant's storage are store.ts's, shared with
@@ -10,17 +10,22 @@ export { enqueueEvent, findTenantStorage, type ReplayRow } from "./store.js";
 
 export type ServerState = "pending" | "connected" | "deauthorised";
 
-/** identity.tenant.upserted: a newer plan replaces the quota; the usage is this service's own. */
+/**
+ * identity.tenant.upserted: a newer plan replaces the quota, the retention and the hot period; the
+ * usage is this service's own.
+ */
 export async function upsertTenantPlan(
   tx: Tx,
-  plan: { tenantId: string; storageQuotaBytes: bigint; version: bigint },
+  plan: { tenantId: string; storageQuotaBytes: bigint; version: bigint; retentionDays: number; hotDays: number },
 ): Promise<void> {
   await tx.query(
-    `INSERT INTO replays.tenant (tenant_id, storage_quota_bytes, plan_version) VALUES ($1, $2, $3)
+    `INSERT INTO replays.tenant (tenant_id, storage_quota_bytes, plan_version, retention_days, hot_days)
+     VALUES ($1, $2, $3, $4, $5)
      ON CONFLICT (tenant_id) DO UPDATE
-       SET storage_quota_bytes = EXCLUDED.storage_quota_bytes, plan_version = EXCLUDED.plan_version
+       SET storage_quota_bytes = EXCLUDED.storage_quota_bytes, plan_version = EXCLUDED.plan_version,
+           retention_days = EXCLUDED.retention_days, hot_days = EXCLUDED.hot_days
        WHERE replays.tenant.plan_version < EXCLUDED.plan_version`,
-    [plan.tenantId, plan.storageQuotaBytes.toString(), plan.version.toString()],
+    [plan.tenantId, plan.storageQuotaBytes.toString(), plan.version.toString(), plan.retentionDays, plan.hotDays],
   );
 }
 
@@ -96,12 +101,13 @@ export async function insertReplay(
     quality: "standard" | "hd";
     startedAt: Date;
     retentionUntil: Date;
+    hotUntil: Date;
   },
 ): Promise<ReplayRow> {
   const { rows } = await tx.query<ReplayRow>(
     `INSERT INTO replays.replay (replay_id, tenant_id, server_id, integration, quality, status, started_at,
-                                 storage_tier, retention_until, visibility)
-     VALUES ($1, $2, $3, $4, $5, 'recording', $6, 'hot', $7, 'staff')
+                                 storage_tier, retention_until, visibility, hot_until)
+     VALUES ($1, $2, $3, $4, $5, 'recording', $6, 'hot', $7, 'staff', $8)
      RETURNING ${replayColumns}`,
     [
       replay.replayId,
@@ -111,6 +117,7 @@ export async function insertReplay(
       replay.quality,
       replay.startedAt,
       replay.retentionUntil,
+      replay.hotUntil,
     ],
   );
   return rows[0] as ReplayRow;
@@ -128,16 +135,65 @@ export async function findReplayForUpdate(tx: Tx, replayId: string): Promise<Rep
 export async function updateReplayFinished(
   tx: Tx,
   replayId: string,
-  finish: { endedAt: Date; durationMs: bigint; sizeBytes: bigint; formatVersion: number },
+  finish: { endedAt: Date; durationMs: bigint; sizeBytes: bigint; formatVersion: number; archiveKey: string | null },
 ): Promise<ReplayRow> {
   const { rows } = await tx.query<ReplayRow>(
     `UPDATE replays.replay
-        SET status = 'processing', ended_at = $2, duration_ms = $3, size_bytes = $4, format_version = $5
+        SET status = 'processing', ended_at = $2, duration_ms = $3, size_bytes = $4, format_version = $5,
+            archive_key = $6
       WHERE replay_id = $1
       RETURNING ${replayColumns}`,
-    [replayId, finish.endedAt, finish.durationMs.toString(), finish.sizeBytes.toString(), finish.formatVersion],
+    [
+      replayId,
+      finish.endedAt,
+      finish.durationMs.toString(),
+      finish.sizeBytes.toString(),
+      finish.formatVersion,
+      finish.archiveKey,
+    ],
   );
   return rows[0] as ReplayRow;
+}
+
+/** An archive upload about to write `archiveKey`, committed before its first byte is stored. */
+export async function insertArchiveUpload(
+  q: Queryable,
+  upload: { archiveKey: string; replayId: string; abandonAfterMs: number },
+): Promise<void> {
+  await q.query(
+    `INSERT INTO replays.archive_upload (archive_key, replay_id, abandon_at)
+     VALUES ($1, $2, now() + $3 * interval '1 millisecond')`,
+    [upload.archiveKey, upload.replayId, upload.abandonAfterMs],
+  );
+}
+
+/**
+ * The upload of `archiveKey` is over: its row is deleted. False when there was none, because the
+ * upload was abandoned meanwhile (and its key queued for removal).
+ */
+export async function deleteArchiveUpload(q: Queryable, archiveKey: string): Promise<boolean> {
+  const { rows } = await q.query("DELETE FROM replays.archive_upload WHERE archive_key = $1 RETURNING 1", [archiveKey]);
+  return rows.length > 0;
+}
+
+/**
+ * Uploads whose row outlived `abandon_at` (a crash mid-upload), or the one named, are over and
+ * failed: each row is deleted and its key queued for removal from the blob store, in one
+ * statement, so an upload's commit (which deletes the same row) and this never both win.
+ */
+export async function updateArchiveUploadsAbandoned(q: Queryable, archiveKey: string | null = null): Promise<number> {
+  const { rows } = await q.query(
+    `WITH gone AS (
+       DELETE FROM replays.archive_upload
+        WHERE ($1::text IS NULL AND abandon_at <= now()) OR archive_key = $1
+        RETURNING archive_key)
+     INSERT INTO replays.blob_deletion (archive_key) SELECT archive_key FROM gone
+       ON CONFLICT (archive_key) DO UPDATE SET next_attempt_at = now()
+     RETURNING archive_key`,
+    [archiveKey],
+  );
+  if (rows.length > 0) await q.query(`NOTIFY ${blobDeletionChannel}`);
+  return rows.length;
 }
 
 /** Applies a transition's change to the lifecycle columns (the others stay). */
@@ -157,14 +213,10 @@ export async function updateReplayState(
   return rows[0] as ReplayRow;
 }
 
-/** The archive is gone from the metadata; its blob is queued for the deletion worker. */
+/** The archive is gone from the metadata; its blob is queued for the deletion worker, woken on commit. */
 export async function updateReplayArchiveRemoved(tx: Tx, row: ReplayRow): Promise<void> {
   await tx.query("UPDATE replays.replay SET archive_key = NULL WHERE replay_id = $1", [row.replay_id]);
-  if (row.archive_key !== null) {
-    await tx.query("INSERT INTO replays.blob_deletion (archive_key) VALUES ($1) ON CONFLICT DO NOTHING", [
-      row.archive_key,
-    ]);
-  }
+  if (row.archive_key !== null) await insertBlobDeletion(tx, row.archive_key);
 }
 
 /**
@@ -183,19 +235,20 @@ export async function findReplaysDueForExpiryForUpdate(tx: Tx, now: Date, limit:
 }
 
 /**
- * Moves up to `limit` finished, unexpired `hot` replays started at or before `startedBefore` to
- * `cold`, skipping rows another transaction holds. Returns how many moved.
+ * Moves up to `limit` finished, unexpired `hot` replays whose hot period (their hot_until, set from
+ * the plan when they started) has passed by `now` to `cold`, skipping rows another transaction
+ * holds. Returns how many moved.
  */
-export async function updateReplaysCold(q: Queryable, startedBefore: Date, limit: number): Promise<number> {
+export async function updateReplaysCold(q: Queryable, now: Date, limit: number): Promise<number> {
   const { rows } = await q.query<{ replay_id: string }>(
     `UPDATE replays.replay SET storage_tier = 'cold'
       WHERE replay_id IN (
         SELECT replay_id FROM replays.replay
-         WHERE storage_tier = 'hot' AND started_at <= $1 AND status <> 'expired' AND status <> 'recording'
-         ORDER BY started_at LIMIT $2
+         WHERE storage_tier = 'hot' AND hot_until <= $1 AND status <> 'expired' AND status <> 'recording'
+         ORDER BY hot_until LIMIT $2
          FOR UPDATE SKIP LOCKED)
       RETURNING replay_id`,
-    [startedBefore, limit],
+    [now, limit],
   );
   return rows.length;
 }

@@ -3,22 +3,32 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import type { AssetSnapshot, CollectionSnapshot } from "../../gen/replay/events/v1/replays_pb.js";
 import { AssetState, type RecordingService } from "../../gen/replay/replays/v1/recording_pb.js";
 import { Quality } from "../../gen/replay/replays/v1/replays_pb.js";
+import type { BlobStore } from "../../lib/blob/blob.js";
 import { buildEvent } from "../../lib/bus/events.js";
 import { isUniqueViolation } from "../../lib/db/errors.js";
 import type { Db, Tx } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { newId, parseUuid } from "../../lib/ids.js";
+import { logger } from "../../lib/log.js";
+import { archiveChunks, archiveKeyOf, readArchiveHeader, UPLOAD_ABANDON_MS, UPLOAD_MAX_MS } from "./archive.js";
 import type { ReplayRow } from "./recording-store.js";
 import * as store from "./recording-store.js";
 import { type Action, type AssetStep, nextState } from "./transitions.js";
 
 /**
- * How long a replay is kept, from the start of its recording. The tenant's plan has no retention
- * field yet, so every replay gets this default (README "Replays: the recording lifecycle").
+ * How long a replay is kept, and stays hot, from the start of its recording, in days, for a tenant
+ * whose plan has not reached this service yet (and in plan events from before the plan had them).
+ * Otherwise the plan's own values apply (README "Recording lifecycle").
  */
-export const DEFAULT_RETENTION_MS = 90 * 24 * 60 * 60 * 1000;
+export const DEFAULT_RETENTION_DAYS = 90;
+export const DEFAULT_HOT_DAYS = 30;
 
-export type RecordingDeps = { db: Db; now: () => Date };
+const DAY_MS = 24 * 60 * 60 * 1000;
+const daysAfter = (date: Date, days: number) => new Date(date.getTime() + days * DAY_MS);
+
+const log = logger("replays:recording");
+
+export type RecordingDeps = { db: Db; blobs: BlobStore; now: () => Date };
 
 const dateOf = (ts: Timestamp | undefined, fallback: Date) => (ts ? timestampDate(ts) : fallback);
 const tsOf = (date: Date | null) => (date ? timestampFromDate(date) : undefined);
@@ -146,7 +156,9 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
             integration: req.integration,
             quality,
             startedAt,
-            retentionUntil: new Date(startedAt.getTime() + DEFAULT_RETENTION_MS),
+            // The plan's periods as they are now: a later plan change leaves this replay as it is.
+            retentionUntil: daysAfter(startedAt, storage?.retention_days ?? DEFAULT_RETENTION_DAYS),
+            hotUntil: daysAfter(startedAt, storage?.hot_days ?? DEFAULT_HOT_DAYS),
           });
           await store.enqueueEvent(
             tx,
@@ -175,36 +187,45 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       return transition(
         req.replayId,
         (row) => ({ kind: "finish", startedAt: row.started_at, endedAt }),
-        async (tx, row) => {
-          const durationMs = BigInt(endedAt.getTime() - row.started_at.getTime());
-          const done = await store.updateReplayFinished(tx, row.replay_id, {
-            endedAt,
-            durationMs,
-            sizeBytes,
-            formatVersion,
-          });
-          await store.updateTenantStorageUsed(tx, row.tenant_id, sizeBytes);
-          await store.enqueueEvent(
-            tx,
-            buildEvent("replays.recording.finished", {
-              tenantId: row.tenant_id,
-              replayId: row.replay_id,
-              serverId: row.server_id,
-              startedAt: tsOf(done.started_at),
-              endedAt: tsOf(done.ended_at),
-              sizeBytes,
-            }),
-          );
-          await store.enqueueEvent(
-            tx,
-            buildEvent("replays.collection.finalized", {
-              tenantId: row.tenant_id,
-              collection: collectionOf(done, "finalized"),
-            }),
-          );
-          return done;
-        },
+        (tx, row) => finishLockedReplay(tx, row, { endedAt, sizeBytes, formatVersion, archiveKey: null }),
       );
+    },
+
+    async uploadArchive(requests) {
+      const deadlineAt = Date.now() + UPLOAD_MAX_MS;
+      const messages = requests[Symbol.asyncIterator]();
+      const header = await readArchiveHeader(messages, deadlineAt);
+      const replayId = parseReplayId(header?.replayId ?? "");
+      if (!header) throw new Error("unreachable: an empty stream names no replay");
+      const endedAt = dateOf(header.endedAt, deps.now());
+      const formatVersion = header.formatVersion ?? 1;
+      const finish = (row: ReplayRow): Action => ({ kind: "finish", startedAt: row.started_at, endedAt });
+      // Checked before any byte is read, and the upload recorded before any is stored.
+      let archiveKey = "";
+      await transition(replayId, finish, async (tx, row) => {
+        archiveKey = archiveKeyOf(row.tenant_id, replayId, newId());
+        await store.insertArchiveUpload(tx, { archiveKey, replayId, abandonAfterMs: UPLOAD_ABANDON_MS });
+        return row;
+      });
+      let sizeBytes = 0n;
+      try {
+        sizeBytes = BigInt((await deps.blobs.put(archiveKey, archiveChunks(header, messages, deadlineAt))).sizeBytes);
+        await transition(replayId, finish, async (tx, row) => {
+          if (!(await store.deleteArchiveUpload(tx, archiveKey))) {
+            throw new Error(`the upload of ${archiveKey} outlived UPLOAD_ABANDON_MS`);
+          }
+          return finishLockedReplay(tx, row, { endedAt, sizeBytes, formatVersion, archiveKey });
+        });
+      } catch (err) {
+        // Nothing recorded the archive: its blob, if any, is queued for removal now. Should that
+        // fail too (or the process crash here), the blob deletions worker queues it once the
+        // upload counts as abandoned; the caller learns the upload's own failure either way.
+        await store.updateArchiveUploadsAbandoned(db, archiveKey).catch((cleanupErr: unknown) => {
+          log.warn({ err: cleanupErr, archiveKey }, "queueing a failed upload's archive for removal failed");
+        });
+        throw err;
+      }
+      return { replayId, sizeBytes };
     },
 
     async setAssetState(req) {
@@ -248,6 +269,41 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       );
     },
   };
+}
+
+/**
+ * The finish transition on a recording locked in `tx` (FinishRecording and UploadArchive): status
+ * `processing`, its end, size and archive key (null for a finish without an archive), its size
+ * counted toward the tenant's storage, and replays.recording.finished and
+ * replays.collection.finalized enqueued.
+ */
+async function finishLockedReplay(
+  tx: Tx,
+  row: ReplayRow,
+  finish: { endedAt: Date; sizeBytes: bigint; formatVersion: number; archiveKey: string | null },
+): Promise<ReplayRow> {
+  const durationMs = BigInt(finish.endedAt.getTime() - row.started_at.getTime());
+  const done = await store.updateReplayFinished(tx, row.replay_id, { ...finish, durationMs });
+  await store.updateTenantStorageUsed(tx, row.tenant_id, finish.sizeBytes);
+  await store.enqueueEvent(
+    tx,
+    buildEvent("replays.recording.finished", {
+      tenantId: row.tenant_id,
+      replayId: row.replay_id,
+      serverId: row.server_id,
+      startedAt: tsOf(done.started_at),
+      endedAt: tsOf(done.ended_at),
+      sizeBytes: finish.sizeBytes,
+    }),
+  );
+  await store.enqueueEvent(
+    tx,
+    buildEvent("replays.collection.finalized", {
+      tenantId: row.tenant_id,
+      collection: collectionOf(done, "finalized"),
+    }),
+  );
+  return done;
 }
 
 /**

@@ -1,8 +1,10 @@
 import { randomUUID } from "node:crypto";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type TestDb, testDbModes } from "../../lib/db/_testing.js";
-import { findTenantStorage } from "./recording-store.js";
-import { DEFAULT_HOT_PERIOD_MS, retentionWorker } from "./retention.js";
+import { createRecordingService } from "./recording.js";
+import { findTenantStorage, upsertServerState, upsertTenantPlan } from "./recording-store.js";
+import { retentionWorker } from "./retention.js";
 
 // The retention reaper on the real schema: hot to cold after the hot period, expiry at
 // retention_until through ExpireReplay's transition, once, however many replicas run rounds at once.
@@ -25,15 +27,15 @@ describe.each(testDbModes())("retention worker ($name database)", ({ open }) => 
 
   async function seed(
     tenantId: string,
-    s: { status?: string; startedAt: Date; retentionUntil: Date; sizeBytes?: number },
+    s: { status?: string; startedAt: Date; retentionUntil: Date; sizeBytes?: number; hotUntil?: Date },
   ): Promise<string> {
     const replayId = randomUUID();
     const recording = s.status === "recording";
     await testDb.db.query(
       `INSERT INTO replays.replay (replay_id, tenant_id, server_id, integration, quality, status, pipeline,
          started_at, ended_at, duration_ms, size_bytes, format_version, storage_tier, retention_until, visibility,
-         archive_key)
-       VALUES ($1, $2, $3, 'rust', 'standard', $4, $5, $6, $7, $8, $9, $10, 'hot', $11, 'staff', $12)`,
+         archive_key, hot_until)
+       VALUES ($1, $2, $3, 'rust', 'standard', $4, $5, $6, $7, $8, $9, $10, 'hot', $11, 'staff', $12, $13)`,
       [
         replayId,
         tenantId,
@@ -47,6 +49,7 @@ describe.each(testDbModes())("retention worker ($name database)", ({ open }) => 
         recording ? null : 1,
         s.retentionUntil,
         recording ? null : `tenant/${tenantId}/replay/${replayId}.rpl`,
+        s.hotUntil ?? new Date(s.startedAt.getTime() + 30 * DAY),
       ],
     );
     return replayId;
@@ -120,11 +123,12 @@ describe.each(testDbModes())("retention worker ($name database)", ({ open }) => 
     expect((await findTenantStorage(testDb.db, tenantId))?.storage_used_bytes).toBe(1_000n);
   });
 
-  it("moves a finished replay from hot to cold once the hot period has passed since it started", async () => {
+  it("moves a finished replay from hot to cold once its hot_until has passed", async () => {
     const tenantId = randomUUID();
     const later = new Date(NOW.getTime() + 60 * DAY);
-    const old = await seed(tenantId, { startedAt: ago(DEFAULT_HOT_PERIOD_MS), retentionUntil: later });
-    const young = await seed(tenantId, { startedAt: ago(DEFAULT_HOT_PERIOD_MS - 1_000), retentionUntil: later });
+    // hot_until comes from the plan's hot period when the recording starts (test/recording.test.ts).
+    const old = await seed(tenantId, { startedAt: ago(2 * DAY), hotUntil: NOW, retentionUntil: later });
+    const young = await seed(tenantId, { startedAt: ago(40 * DAY), hotUntil: ago(-1_000), retentionUntil: later });
     const failed = await seed(tenantId, { status: "failed", startedAt: ago(40 * DAY), retentionUntil: later });
     const recording = await seed(tenantId, { status: "recording", startedAt: ago(40 * DAY), retentionUntil: later });
     await worker().round(signal);
@@ -133,5 +137,42 @@ describe.each(testDbModes())("retention worker ($name database)", ({ open }) => 
     expect(await replay(failed)).toMatchObject({ status: "failed", storage_tier: "cold" });
     expect(await replay(recording)).toMatchObject({ status: "recording", storage_tier: "hot" });
     expect(await expiredEvents(old)).toBe(0);
+  });
+
+  it("gives each replay its tenant's plan periods when it starts, and cools it after its plan's hot period", async () => {
+    const recording = createRecordingService({ db: testDb.db, blobs: undefined as never, now: () => NOW });
+    // Two tenants' plans as identity.tenant.upserted projects them: kept 10 days (2 hot), and 1 day.
+    const plans = [
+      { retentionDays: 10, hotDays: 2 },
+      { retentionDays: 1, hotDays: 1 },
+    ];
+    const started = ago(3 * DAY);
+    const replayIds: string[] = [];
+    for (const plan of plans) {
+      const tenantId = randomUUID();
+      const serverId = randomUUID();
+      await testDb.db.transaction(async (tx) => {
+        await upsertTenantPlan(tx, { tenantId, storageQuotaBytes: 1_000_000n, version: 1n, ...plan });
+        await upsertServerState(tx, { serverId, tenantId, state: "connected" });
+      });
+      const start = { serverId, integration: "rust", startedAt: timestampFromDate(started) };
+      const replayId = String((await recording.startRecording(start as never, {} as never)).replayId);
+      await recording.finishRecording({ replayId, sizeBytes: 10n } as never, {} as never);
+      replayIds.push(replayId);
+    }
+    const [twoDaysHot, oneDayKept] = replayIds as [string, string];
+    const { rows } = await testDb.db.query<{ replay_id: string; retention_until: Date; hot_until: Date }>(
+      "SELECT replay_id, retention_until, hot_until FROM replays.replay WHERE replay_id = ANY($1)",
+      [replayIds],
+    );
+    const byId = new Map(rows.map((r) => [r.replay_id, r]));
+    expect(byId.get(twoDaysHot)?.retention_until.getTime()).toBe(started.getTime() + 10 * DAY);
+    expect(byId.get(twoDaysHot)?.hot_until.getTime()).toBe(started.getTime() + 2 * DAY);
+    expect(byId.get(oneDayKept)?.retention_until.getTime()).toBe(started.getTime() + DAY);
+    // One round at NOW, 3 days after the start: the 2-day-hot replay is cold (and kept), the
+    // 1-day-kept one expired.
+    await worker().round(signal);
+    expect(await replay(twoDaysHot)).toMatchObject({ status: "processing", storage_tier: "cold" });
+    expect(await replay(oneDayKept)).toMatchObject({ status: "expired" });
   });
 });

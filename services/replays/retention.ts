@@ -3,12 +3,6 @@ import type { WorkerSpec } from "../../lib/worker/worker.js";
 import { expireLockedReplay } from "./recording.js";
 import * as store from "./recording-store.js";
 
-/**
- * How long a finished replay stays in the `hot` tier after its recording started. The tenant's plan
- * has no hot period yet, so every replay gets this default (README "Recording lifecycle").
- */
-export const DEFAULT_HOT_PERIOD_MS = 30 * 24 * 60 * 60 * 1000;
-
 export type RetentionDeps = {
   db: Db;
   now: () => Date;
@@ -16,12 +10,11 @@ export type RetentionDeps = {
   batchSize?: number;
   /** The wait between rounds. */
   intervalMs?: number;
-  hotPeriodMs?: number;
 };
 
 /**
- * The retention reaper (issue 10). Each round moves finished replays older than the hot period from
- * `hot` to `cold`, then expires a batch of replays whose `retention_until` has passed, through the
+ * The retention reaper (issue 10). Each round moves finished replays whose hot period has passed
+ * (`hot_until`, set from the tenant's plan when the recording started) from `hot` to `cold`, then expires a batch of replays whose `retention_until` has passed, through the
  * same transition as ExpireReplay, in one transaction. Rows are claimed with FOR UPDATE SKIP LOCKED,
  * and a claimed row is re-checked against its committed state, so several replicas never move or
  * expire one replay twice, and `replays.asset.expired` is enqueued once. A recording in progress is
@@ -29,13 +22,12 @@ export type RetentionDeps = {
  */
 export function retentionWorker(deps: RetentionDeps): WorkerSpec {
   const batchSize = deps.batchSize ?? 50;
-  const hotPeriodMs = deps.hotPeriodMs ?? DEFAULT_HOT_PERIOD_MS;
   return {
     name: "replays-retention",
     intervalMs: deps.intervalMs ?? 60_000,
     async round() {
       const now = deps.now();
-      const cooled = await store.updateReplaysCold(deps.db, new Date(now.getTime() - hotPeriodMs), batchSize);
+      const cooled = await store.updateReplaysCold(deps.db, now, batchSize);
       const expired = await deps.db.transaction(async (tx) => {
         const due = await store.findReplaysDueForExpiryForUpdate(tx, now, batchSize);
         for (const row of due) await expireLockedReplay(tx, row);

@@ -36,8 +36,17 @@ export type ReplayPosition = { startedAt: string; replayId: string };
 
 export type ReplayFilters = { serverId?: string; integration?: string };
 
-/** A tenant's quota and usage; plan_version 0 marks usage recorded before its plan arrived. */
-export type TenantStorage = { storage_quota_bytes: bigint; storage_used_bytes: bigint; plan_version: bigint };
+/**
+ * A tenant's quota and usage, and its plan's retention and hot period in days; plan_version 0 marks
+ * usage recorded before its plan arrived (the retention fields then hold their defaults).
+ */
+export type TenantStorage = {
+  storage_quota_bytes: bigint;
+  storage_used_bytes: bigint;
+  plan_version: bigint;
+  retention_days: number;
+  hot_days: number;
+};
 
 export type BlobDeletionRow = { archive_key: string; attempts: number };
 
@@ -118,8 +127,14 @@ export async function updateTenantStorageFreed(tx: Tx, tenantId: string, bytes: 
 }
 
 export async function findTenantStorage(q: Queryable, tenantId: string): Promise<TenantStorage | undefined> {
-  const { rows } = await q.query<{ storage_quota_bytes: string; storage_used_bytes: string; plan_version: string }>(
-    `SELECT storage_quota_bytes::text, storage_used_bytes::text, plan_version::text
+  const { rows } = await q.query<{
+    storage_quota_bytes: string;
+    storage_used_bytes: string;
+    plan_version: string;
+    retention_days: number;
+    hot_days: number;
+  }>(
+    `SELECT storage_quota_bytes::text, storage_used_bytes::text, plan_version::text, retention_days, hot_days
        FROM replays.tenant WHERE tenant_id = $1`,
     [tenantId],
   );
@@ -129,6 +144,8 @@ export async function findTenantStorage(q: Queryable, tenantId: string): Promise
         storage_quota_bytes: BigInt(row.storage_quota_bytes),
         storage_used_bytes: BigInt(row.storage_used_bytes),
         plan_version: BigInt(row.plan_version),
+        retention_days: row.retention_days,
+        hot_days: row.hot_days,
       }
     : undefined;
 }

@@ -60,10 +60,12 @@ export async function run(): Promise<void> {
     const seedStarted = performance.now();
     await db.query(
       `INSERT INTO replays.replay (replay_id, tenant_id, server_id, integration, quality, status, pipeline,
-                                   started_at, ended_at, duration_ms, size_bytes, format_version, retention_until)
+                                   started_at, ended_at, duration_ms, size_bytes, format_version, retention_until,
+                                   hot_until)
        SELECT gen_random_uuid(), $1, $2, 'bench', 'standard', 'ready', 'ended',
               $3::timestamptz - make_interval(secs => i), $3::timestamptz - make_interval(secs => i) + interval '10 minutes',
-              600000, 1000, 1, $3::timestamptz + interval '90 days'
+              600000, 1000, 1, $3::timestamptz + interval '90 days',
+              $3::timestamptz - make_interval(secs => i) + interval '30 days'
          FROM generate_series(1, $4) AS i`,
       [t.tenantId, randomUUID(), startedAt.toISOString(), ROWS],
     );

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file replay/events/v1/identity.proto.
  */
 export const file_replay_events_v1_identity: GenFile = /*@__PURE__*/
-  fileDesc("Ch9yZXBsYXkvZXZlbnRzL3YxL2lkZW50aXR5LnByb3RvEhByZXBsYXkuZXZlbnRzLnYxIqoBCg5UZW5hbnRVcHNlcnRlZBIQCghldmVudF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHNlcnZlcl9saW1pdBgEIAEoAxIbChNzdG9yYWdlX3F1b3RhX2J5dGVzGAUgASgDEg8KB3ZlcnNpb24YBiABKAMihAEKCktleVJldm9rZWQSEAoIZXZlbnRfaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEi8KC29jY3VycmVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZrZXlfaWQYBCABKAkSEAoIa2V5X2hhc2gYBSABKAliBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("Ch9yZXBsYXkvZXZlbnRzL3YxL2lkZW50aXR5LnByb3RvEhByZXBsYXkuZXZlbnRzLnYxIv4BCg5UZW5hbnRVcHNlcnRlZBIQCghldmVudF9pZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHNlcnZlcl9saW1pdBgEIAEoAxIbChNzdG9yYWdlX3F1b3RhX2J5dGVzGAUgASgDEg8KB3ZlcnNpb24YBiABKAMSGwoOcmV0ZW50aW9uX2RheXMYByABKAVIAIgBARIVCghob3RfZGF5cxgIIAEoBUgBiAEBQhEKD19yZXRlbnRpb25fZGF5c0ILCglfaG90X2RheXMihAEKCktleVJldm9rZWQSEAoIZXZlbnRfaWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEi8KC29jY3VycmVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZrZXlfaWQYBCABKAkSEAoIa2V5X2hhc2gYBSABKAliBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * TenantUpserted is published on identity.tenant.upserted whenever a tenant is created or its plan
@@ -62,6 +62,22 @@ export type TenantUpserted = Message<"replay.events.v1.TenantUpserted"> & {
    * @generated from field: int64 version = 6;
    */
   version: bigint;
+
+  /**
+   * How many days a replay is kept after its recording started. Unset in events from before the
+   * plan had it: 90.
+   *
+   * @generated from field: optional int32 retention_days = 7;
+   */
+  retentionDays?: number | undefined;
+
+  /**
+   * How many days a finished replay stays hot after its recording started. Unset in events from
+   * before the plan had it: 30.
+   *
+   * @generated from field: optional int32 hot_days = 8;
+   */
+  hotDays?: number | undefined;
 };
 
 /**

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file replay/replays/v1/recording.proto.
  */
 export const file_replay_replays_v1_recording: GenFile = /*@__PURE__*/
-  fileDesc("CiFyZXBsYXkvcmVwbGF5cy92MS9yZWNvcmRpbmcucHJvdG8SEXJlcGxheS5yZXBsYXlzLnYxIpwBChVTdGFydFJlY29yZGluZ1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhMKC2ludGVncmF0aW9uGAIgASgJEisKB3F1YWxpdHkYAyABKA4yGi5yZXBsYXkucmVwbGF5cy52MS5RdWFsaXR5Ei4KCnN0YXJ0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIisKFlN0YXJ0UmVjb3JkaW5nUmVzcG9uc2USEQoJcmVwbGF5X2lkGAEgASgJIrEBChZGaW5pc2hSZWNvcmRpbmdSZXF1ZXN0EhEKCXJlcGxheV9pZBgBIAEoCRIsCghlbmRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoKc2l6ZV9ieXRlcxgDIAEoA0gAiAEBEhsKDmZvcm1hdF92ZXJzaW9uGAQgASgFSAGIAQFCDQoLX3NpemVfYnl0ZXNCEQoPX2Zvcm1hdF92ZXJzaW9uIiwKF0ZpbmlzaFJlY29yZGluZ1Jlc3BvbnNlEhEKCXJlcGxheV9pZBgBIAEoCSJXChRTZXRBc3NldFN0YXRlUmVxdWVzdBIRCglyZXBsYXlfaWQYASABKAkSLAoFc3RhdGUYAiABKA4yHS5yZXBsYXkucmVwbGF5cy52MS5Bc3NldFN0YXRlIioKFVNldEFzc2V0U3RhdGVSZXNwb25zZRIRCglyZXBsYXlfaWQYASABKAkiLQoYUmVsZWFzZUNvbGxlY3Rpb25SZXF1ZXN0EhEKCXJlcGxheV9pZBgBIAEoCSIuChlSZWxlYXNlQ29sbGVjdGlvblJlc3BvbnNlEhEKCXJlcGxheV9pZBgBIAEoCSIsChdSZXZva2VDb2xsZWN0aW9uUmVxdWVzdBIRCglyZXBsYXlfaWQYASABKAkiLQoYUmV2b2tlQ29sbGVjdGlvblJlc3BvbnNlEhEKCXJlcGxheV9pZBgBIAEoCSIoChNFeHBpcmVSZXBsYXlSZXF1ZXN0EhEKCXJlcGxheV9pZBgBIAEoCSIpChRFeHBpcmVSZXBsYXlSZXNwb25zZRIRCglyZXBsYXlfaWQYASABKAkqdAoKQXNzZXRTdGF0ZRIbChdBU1NFVF9TVEFURV9VTlNQRUNJRklFRBAAEhoKFkFTU0VUX1NUQVRFX1BST0NFU1NJTkcQARIVChFBU1NFVF9TVEFURV9SRUFEWRACEhYKEkFTU0VUX1NUQVRFX0ZBSUxFRBADMoUFChBSZWNvcmRpbmdTZXJ2aWNlEmUKDlN0YXJ0UmVjb3JkaW5nEigucmVwbGF5LnJlcGxheXMudjEuU3RhcnRSZWNvcmRpbmdSZXF1ZXN0GikucmVwbGF5LnJlcGxheXMudjEuU3RhcnRSZWNvcmRpbmdSZXNwb25zZRJoCg9GaW5pc2hSZWNvcmRpbmcSKS5yZXBsYXkucmVwbGF5cy52MS5GaW5pc2hSZWNvcmRpbmdSZXF1ZXN0GioucmVwbGF5LnJlcGxheXMudjEuRmluaXNoUmVjb3JkaW5nUmVzcG9uc2USYgoNU2V0QXNzZXRTdGF0ZRInLnJlcGxheS5yZXBsYXlzLnYxLlNldEFzc2V0U3RhdGVSZXF1ZXN0GigucmVwbGF5LnJlcGxheXMudjEuU2V0QXNzZXRTdGF0ZVJlc3BvbnNlEm4KEVJlbGVhc2VDb2xsZWN0aW9uEisucmVwbGF5LnJlcGxheXMudjEuUmVsZWFzZUNvbGxlY3Rpb25SZXF1ZXN0GiwucmVwbGF5LnJlcGxheXMudjEuUmVsZWFzZUNvbGxlY3Rpb25SZXNwb25zZRJrChBSZXZva2VDb2xsZWN0aW9uEioucmVwbGF5LnJlcGxheXMudjEuUmV2b2tlQ29sbGVjdGlvblJlcXVlc3QaKy5yZXBsYXkucmVwbGF5cy52MS5SZXZva2VDb2xsZWN0aW9uUmVzcG9uc2USXwoMRXhwaXJlUmVwbGF5EiYucmVwbGF5LnJlcGxheXMudjEuRXhwaXJlUmVwbGF5UmVxdWVzdBonLnJlcGxheS5yZXBsYXlzLnYxLkV4cGlyZVJlcGxheVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp, file_replay_replays_v1_replays]);
+  fileDesc("CiFyZXBsYXkvcmVwbGF5cy92MS9yZWNvcmRpbmcucHJvdG8SEXJlcGxheS5yZXBsYXlzLnYxIpwBChVTdGFydFJlY29yZGluZ1JlcXVlc3QSEQoJc2VydmVyX2lkGAEgASgJEhMKC2ludGVncmF0aW9uGAIgASgJEisKB3F1YWxpdHkYAyABKA4yGi5yZXBsYXkucmVwbGF5cy52MS5RdWFsaXR5Ei4KCnN0YXJ0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIisKFlN0YXJ0UmVjb3JkaW5nUmVzcG9uc2USEQoJcmVwbGF5X2lkGAEgASgJIrEBChZGaW5pc2hSZWNvcmRpbmdSZXF1ZXN0EhEKCXJlcGxheV9pZBgBIAEoCRIsCghlbmRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoKc2l6ZV9ieXRlcxgDIAEoA0gAiAEBEhsKDmZvcm1hdF92ZXJzaW9uGAQgASgFSAGIAQFCDQoLX3NpemVfYnl0ZXNCEQoPX2Zvcm1hdF92ZXJzaW9uIiwKF0ZpbmlzaFJlY29yZGluZ1Jlc3BvbnNlEhEKCXJlcGxheV9pZBgBIAEoCSKWAQoUVXBsb2FkQXJjaGl2ZVJlcXVlc3QSEQoJcmVwbGF5X2lkGAEgASgJEiwKCGVuZGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbCg5mb3JtYXRfdmVyc2lvbhgDIAEoBUgAiAEBEg0KBWNodW5rGAQgASgMQhEKD19mb3JtYXRfdmVyc2lvbiI+ChVVcGxvYWRBcmNoaXZlUmVzcG9uc2USEQoJcmVwbGF5X2lkGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMiVwoUU2V0QXNzZXRTdGF0ZVJlcXVlc3QSEQoJcmVwbGF5X2lkGAEgASgJEiwKBXN0YXRlGAIgASgOMh0ucmVwbGF5LnJlcGxheXMudjEuQXNzZXRTdGF0ZSIqChVTZXRBc3NldFN0YXRlUmVzcG9uc2USEQoJcmVwbGF5X2lkGAEgASgJIi0KGFJlbGVhc2VDb2xsZWN0aW9uUmVxdWVzdBIRCglyZXBsYXlfaWQYASABKAkiLgoZUmVsZWFzZUNvbGxlY3Rpb25SZXNwb25zZRIRCglyZXBsYXlfaWQYASABKAkiLAoXUmV2b2tlQ29sbGVjdGlvblJlcXVlc3QSEQoJcmVwbGF5X2lkGAEgASgJIi0KGFJldm9rZUNvbGxlY3Rpb25SZXNwb25zZRIRCglyZXBsYXlfaWQYASABKAkiKAoTRXhwaXJlUmVwbGF5UmVxdWVzdBIRCglyZXBsYXlfaWQYASABKAkiKQoURXhwaXJlUmVwbGF5UmVzcG9uc2USEQoJcmVwbGF5X2lkGAEgASgJKnQKCkFzc2V0U3RhdGUSGwoXQVNTRVRfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZBU1NFVF9TVEFURV9QUk9DRVNTSU5HEAESFQoRQVNTRVRfU1RBVEVfUkVBRFkQAhIWChJBU1NFVF9TVEFURV9GQUlMRUQQAzLrBQoQUmVjb3JkaW5nU2VydmljZRJlCg5TdGFydFJlY29yZGluZxIoLnJlcGxheS5yZXBsYXlzLnYxLlN0YXJ0UmVjb3JkaW5nUmVxdWVzdBopLnJlcGxheS5yZXBsYXlzLnYxLlN0YXJ0UmVjb3JkaW5nUmVzcG9uc2USaAoPRmluaXNoUmVjb3JkaW5nEikucmVwbGF5LnJlcGxheXMudjEuRmluaXNoUmVjb3JkaW5nUmVxdWVzdBoqLnJlcGxheS5yZXBsYXlzLnYxLkZpbmlzaFJlY29yZGluZ1Jlc3BvbnNlEmQKDVVwbG9hZEFyY2hpdmUSJy5yZXBsYXkucmVwbGF5cy52MS5VcGxvYWRBcmNoaXZlUmVxdWVzdBooLnJlcGxheS5yZXBsYXlzLnYxLlVwbG9hZEFyY2hpdmVSZXNwb25zZSgBEmIKDVNldEFzc2V0U3RhdGUSJy5yZXBsYXkucmVwbGF5cy52MS5TZXRBc3NldFN0YXRlUmVxdWVzdBooLnJlcGxheS5yZXBsYXlzLnYxLlNldEFzc2V0U3RhdGVSZXNwb25zZRJuChFSZWxlYXNlQ29sbGVjdGlvbhIrLnJlcGxheS5yZXBsYXlzLnYxLlJlbGVhc2VDb2xsZWN0aW9uUmVxdWVzdBosLnJlcGxheS5yZXBsYXlzLnYxLlJlbGVhc2VDb2xsZWN0aW9uUmVzcG9uc2USawoQUmV2b2tlQ29sbGVjdGlvbhIqLnJlcGxheS5yZXBsYXlzLnYxLlJldm9rZUNvbGxlY3Rpb25SZXF1ZXN0GisucmVwbGF5LnJlcGxheXMudjEuUmV2b2tlQ29sbGVjdGlvblJlc3BvbnNlEl8KDEV4cGlyZVJlcGxheRImLnJlcGxheS5yZXBsYXlzLnYxLkV4cGlyZVJlcGxheVJlcXVlc3QaJy5yZXBsYXkucmVwbGF5cy52MS5FeHBpcmVSZXBsYXlSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_replay_replays_v1_replays]);
 
 /**
  * StartRecordingRequest describes a new recording.
@@ -143,6 +143,77 @@ export const FinishRecordingResponseSchema: GenMessage<FinishRecordingResponse> 
   messageDesc(file_replay_replays_v1_recording, 3);
 
 /**
+ * UploadArchiveRequest is one message of an UploadArchive stream. The first names the replay; every
+ * message may carry the archive's next bytes.
+ *
+ * @generated from message replay.replays.v1.UploadArchiveRequest
+ */
+export type UploadArchiveRequest = Message<"replay.replays.v1.UploadArchiveRequest"> & {
+  /**
+   * The replay being recorded; required in the first message, unset in the others.
+   *
+   * @generated from field: string replay_id = 1;
+   */
+  replayId: string;
+
+  /**
+   * When the recording ended; it must not be before started_at. If unset, now. First message only.
+   *
+   * @generated from field: google.protobuf.Timestamp ended_at = 2;
+   */
+  endedAt?: Timestamp | undefined;
+
+  /**
+   * The recorder archive format version. If unset, 1. First message only.
+   *
+   * @generated from field: optional int32 format_version = 3;
+   */
+  formatVersion?: number | undefined;
+
+  /**
+   * The archive's next bytes (may be empty).
+   *
+   * @generated from field: bytes chunk = 4;
+   */
+  chunk: Uint8Array;
+};
+
+/**
+ * Describes the message replay.replays.v1.UploadArchiveRequest.
+ * Use `create(UploadArchiveRequestSchema)` to create a new message.
+ */
+export const UploadArchiveRequestSchema: GenMessage<UploadArchiveRequest> = /*@__PURE__*/
+  messageDesc(file_replay_replays_v1_recording, 4);
+
+/**
+ * UploadArchiveResponse names the finished replay and what its archive holds.
+ *
+ * @generated from message replay.replays.v1.UploadArchiveResponse
+ */
+export type UploadArchiveResponse = Message<"replay.replays.v1.UploadArchiveResponse"> & {
+  /**
+   * The finished replay's id.
+   *
+   * @generated from field: string replay_id = 1;
+   */
+  replayId: string;
+
+  /**
+   * The archive's size in bytes, as stored (the replay's size_bytes).
+   *
+   * @generated from field: int64 size_bytes = 2;
+   */
+  sizeBytes: bigint;
+};
+
+/**
+ * Describes the message replay.replays.v1.UploadArchiveResponse.
+ * Use `create(UploadArchiveResponseSchema)` to create a new message.
+ */
+export const UploadArchiveResponseSchema: GenMessage<UploadArchiveResponse> = /*@__PURE__*/
+  messageDesc(file_replay_replays_v1_recording, 5);
+
+/**
  * SetAssetStateRequest reports a media pipeline step for one replay.
  *
  * @generated from message replay.replays.v1.SetAssetStateRequest
@@ -168,7 +239,7 @@ export type SetAssetStateRequest = Message<"replay.replays.v1.SetAssetStateReque
  * Use `create(SetAssetStateRequestSchema)` to create a new message.
  */
 export const SetAssetStateRequestSchema: GenMessage<SetAssetStateRequest> = /*@__PURE__*/
-  messageDesc(file_replay_replays_v1_recording, 4);
+  messageDesc(file_replay_replays_v1_recording, 6);
 
 /**
  * SetAssetStateResponse names the replay whose asset changed state.
@@ -189,7 +260,7 @@ export type SetAssetStateResponse = Message<"replay.replays.v1.SetAssetStateResp
  * Use `create(SetAssetStateResponseSchema)` to create a new message.
  */
 export const SetAssetStateResponseSchema: GenMessage<SetAssetStateResponse> = /*@__PURE__*/
-  messageDesc(file_replay_replays_v1_recording, 5);
+  messageDesc(file_replay_replays_v1_recording, 7);
 
 /**
  * ReleaseCollectionRequest names the collection to release.
@@ -210,7 +281,7 @@ export type ReleaseCollectionRequest = Message<"replay.replays.v1.ReleaseCollect
  * Use `create(ReleaseCollectionRequestSchema)` to create a new message.
  */
 export const ReleaseCollectionRequestSchema: GenMessage<ReleaseCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_replay_replays_v1_recording, 6);
+  messageDesc(file_replay_replays_v1_recording, 8);
 
 /**
  * ReleaseCollectionResponse names the released collection.
@@ -231,7 +302,7 @@ export type ReleaseCollectionResponse = Message<"replay.replays.v1.ReleaseCollec
  * Use `create(ReleaseCollectionResponseSchema)` to create a new message.
  */
 export const ReleaseCollectionResponseSchema: GenMessage<ReleaseCollectionResponse> = /*@__PURE__*/
-  messageDesc(file_replay_replays_v1_recording, 7);
+  messageDesc(file_replay_replays_v1_recording, 9);
 
 /**
  * RevokeCollectionRequest names the collection to revoke.
@@ -252,7 +323,7 @@ export type RevokeCollectionRequest = Message<"replay.replays.v1.RevokeCollectio
  * Use `create(RevokeCollectionRequestSchema)` to create a new message.
  */
 export const RevokeCollectionRequestSchema: GenMessage<RevokeCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_replay_replays_v1_recording, 8);
+  messageDesc(file_replay_replays_v1_recording, 10);
 
 /**
  * RevokeCollectionResponse names the revoked collection.
@@ -273,7 +344,7 @@ export type RevokeCollectionResponse = Message<"replay.replays.v1.RevokeCollecti
  * Use `create(RevokeCollectionResponseSchema)` to create a new message.
  */
 export const RevokeCollectionResponseSchema: GenMessage<RevokeCollectionResponse> = /*@__PURE__*/
-  messageDesc(file_replay_replays_v1_recording, 9);
+  messageDesc(file_replay_replays_v1_recording, 11);
 
 /**
  * ExpireReplayRequest names the replay whose archive the retention reaper removes now.
@@ -294,7 +365,7 @@ export type ExpireReplayRequest = Message<"replay.replays.v1.ExpireReplayRequest
  * Use `create(ExpireReplayRequestSchema)` to create a new message.
  */
 export const ExpireReplayRequestSchema: GenMessage<ExpireReplayRequest> = /*@__PURE__*/
-  messageDesc(file_replay_replays_v1_recording, 10);
+  messageDesc(file_replay_replays_v1_recording, 12);
 
 /**
  * ExpireReplayResponse names the expired replay.
@@ -315,7 +386,7 @@ export type ExpireReplayResponse = Message<"replay.replays.v1.ExpireReplayRespon
  * Use `create(ExpireReplayResponseSchema)` to create a new message.
  */
 export const ExpireReplayResponseSchema: GenMessage<ExpireReplayResponse> = /*@__PURE__*/
-  messageDesc(file_replay_replays_v1_recording, 11);
+  messageDesc(file_replay_replays_v1_recording, 13);
 
 /**
  * AssetState is a media pipeline step reported by SetAssetState (replayctl asset set --state).
@@ -386,7 +457,8 @@ export const RecordingService: GenService<{
     output: typeof StartRecordingResponseSchema;
   },
   /**
-   * FinishRecording ends a recording: status processing, archive durable; emits
+   * FinishRecording ends a recording without uploading an archive (UploadArchive is the finish
+   * with one): status processing, size_bytes as given, no archive key; emits
    * replays.recording.finished and replays.collection.finalized. Fails with INVALID_REPLAY_ID,
    * REPLAY_NOT_FOUND, or INVALID_TRANSITION when the replay is not recording or ended_at is before
    * started_at.
@@ -397,6 +469,28 @@ export const RecordingService: GenService<{
     methodKind: "unary";
     input: typeof FinishRecordingRequestSchema;
     output: typeof FinishRecordingResponseSchema;
+  },
+  /**
+   * UploadArchive finishes a recording with its archive: it is FinishRecording with the bytes, the
+   * one way a replay gets an archive (there is no upload step before the finish, so a replay is
+   * never finished without the archive it was uploaded with, nor left with half of one). The
+   * first message names the replay (and how the recording ended); the archive's bytes follow in
+   * order, in any number of messages (chunks of up to 1 MiB are advised; one message may not pass
+   * 4 MiB). The replay is checked before any byte is read: INVALID_REPLAY_ID, REPLAY_NOT_FOUND, or
+   * INVALID_TRANSITION (not recording, or ended_at before started_at). An archive over 1 GiB
+   * (ARCHIVE_MAX_BYTES) fails with PAYLOAD_TOO_LARGE, an upload lasting over 30 minutes with
+   * DEADLINE_EXCEEDED, header fields in a later message with INVALID_ARGUMENT; a failed upload
+   * changes nothing and its bytes are removed. Once the archive is durable in the blob store, the
+   * finish commits as FinishRecording's does (status processing, the same events), recording the
+   * archive's key and its real size as size_bytes, which counts toward the tenant's storage.
+   * Called by stock gRPC clients (client streaming) and by replayctl recording finish --archive.
+   *
+   * @generated from rpc replay.replays.v1.RecordingService.UploadArchive
+   */
+  uploadArchive: {
+    methodKind: "client_streaming";
+    input: typeof UploadArchiveRequestSchema;
+    output: typeof UploadArchiveResponseSchema;
   },
   /**
    * SetAssetState reports the media pipeline. ASSET_STATE_PROCESSING is allowed once the recording

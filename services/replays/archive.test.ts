@@ -1,0 +1,71 @@
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { type UploadArchiveRequest, UploadArchiveRequestSchema } from "../../gen/replay/replays/v1/recording_pb.js";
+import { ARCHIVE_MAX_BYTES, archiveChunks, archiveKeyOf } from "./archive.js";
+
+const message = (init: Parameters<typeof create<typeof UploadArchiveRequestSchema>>[1]) =>
+  create(UploadArchiveRequestSchema, init);
+
+async function* stream(...messages: UploadArchiveRequest[]) {
+  yield* messages;
+}
+
+/** Reads the chunks until the end or the first refusal; resolves to the byte count and the refusal's code. */
+async function drain(chunks: AsyncIterable<Uint8Array>): Promise<{ bytes: number; code?: string }> {
+  let bytes = 0;
+  try {
+    for await (const chunk of chunks) bytes += chunk.length;
+    return { bytes };
+  } catch (err) {
+    return { bytes, code: (err as { code?: string }).code };
+  }
+}
+
+const later = () => Date.now() + 60_000;
+
+describe("archive upload rules", () => {
+  it("yields the header's chunk, then every later message's, in order", async () => {
+    const header = message({ replayId: "r", chunk: Buffer.from("ab") });
+    const rest = stream(message({ chunk: Buffer.from("cd") }), message({}), message({ chunk: Buffer.from("e") }));
+    const seen: string[] = [];
+    for await (const chunk of archiveChunks(header, rest, later())) seen.push(Buffer.from(chunk).toString());
+    expect(seen).toEqual(["ab", "cd", "e"]);
+  });
+
+  it("refuses a header field in a later message", async () => {
+    const header = message({ replayId: "r" });
+    for (const late of [{ replayId: "r" }, { formatVersion: 1 }, { endedAt: { seconds: 1n } }]) {
+      expect(await drain(archiveChunks(header, stream(message(late)), later()))).toEqual({
+        bytes: 0,
+        code: "INVALID_ARGUMENT",
+      });
+    }
+  });
+
+  it("refuses the chunk that passes 1 GiB, before it is stored", async () => {
+    // One 4 MiB buffer sent over and over: only counted, never stored.
+    const piece = Buffer.alloc(4 * 1024 * 1024);
+    const count = ARCHIVE_MAX_BYTES / piece.length;
+    async function* rest() {
+      for (let i = 0; i <= count; i++) yield message({ chunk: piece });
+    }
+    expect(ARCHIVE_MAX_BYTES).toBe(1024 ** 3);
+    expect(await drain(archiveChunks(message({ replayId: "r" }), rest(), later()))).toEqual({
+      bytes: ARCHIVE_MAX_BYTES,
+      code: "PAYLOAD_TOO_LARGE",
+    });
+  });
+
+  it("gives up on an upload whose next message does not come before the deadline", async () => {
+    const stalled = (async function* () {
+      await new Promise(() => {});
+      yield message({});
+    })();
+    const result = await drain(archiveChunks(message({ replayId: "r" }), stalled, Date.now() + 50));
+    expect(result.code).toBe(4); // Code.DeadlineExceeded
+  });
+
+  it("keys each upload apart under its tenant and replay", () => {
+    expect(archiveKeyOf("t", "r", "u")).toBe("tenant/t/replay/r/u.rpl");
+  });
+});

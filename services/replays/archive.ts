@@ -1,0 +1,84 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { UploadArchiveRequest } from "../../gen/replay/replays/v1/recording_pb.js";
+import { DomainError } from "../../lib/errors.js";
+
+// The rules of an archive upload (RecordingService.UploadArchive): where the bytes go, how many
+// there may be, how long they may take, and what each message of the stream may carry.
+
+/** The largest archive an upload may store: 1 GiB (a long HD session's archive is a few hundred MiB). */
+export const ARCHIVE_MAX_BYTES = 1024 ** 3;
+
+/** The longest an upload may last, from its first message to its last byte. */
+export const UPLOAD_MAX_MS = 30 * 60_000;
+
+/**
+ * When an upload's row (replays.archive_upload) counts as abandoned by a crash: twice the longest
+ * upload, so that no upload still writing its blob has its key queued for removal under it.
+ */
+export const UPLOAD_ABANDON_MS = 2 * UPLOAD_MAX_MS;
+
+/**
+ * The blob key of one upload of a replay's archive. Each upload writes a key of its own, so a
+ * failed or abandoned one can be removed without touching any other.
+ */
+export function archiveKeyOf(tenantId: string, replayId: string, uploadId: string): string {
+  return `tenant/${tenantId}/replay/${replayId}/${uploadId}.rpl`;
+}
+
+/** The next message of the stream, or DEADLINE_EXCEEDED once `deadlineAt` (epoch ms) has passed. */
+async function nextBefore<T>(messages: AsyncIterator<T>, deadlineAt: number): Promise<IteratorResult<T>> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new ConnectError(`an upload may last ${UPLOAD_MAX_MS / 60_000} minutes`, Code.DeadlineExceeded)),
+      Math.max(0, deadlineAt - Date.now()),
+    );
+  });
+  try {
+    return await Promise.race([messages.next(), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The first message of an upload, which names the replay; an empty stream names none. */
+export async function readArchiveHeader(
+  messages: AsyncIterator<UploadArchiveRequest>,
+  deadlineAt: number,
+): Promise<UploadArchiveRequest | undefined> {
+  const first = await nextBefore(messages, deadlineAt);
+  return first.done ? undefined : first.value;
+}
+
+/**
+ * The archive's bytes: the first message's chunk, then every later message's, in order. Refuses a
+ * later message that sets a header field (INVALID_ARGUMENT), an archive past ARCHIVE_MAX_BYTES
+ * (PAYLOAD_TOO_LARGE, before the chunk that passes it is stored) and an upload past `deadlineAt`.
+ */
+export async function* archiveChunks(
+  header: UploadArchiveRequest,
+  rest: AsyncIterator<UploadArchiveRequest>,
+  deadlineAt: number,
+): AsyncGenerator<Uint8Array> {
+  let sizeBytes = 0;
+  const counted = (chunk: Uint8Array) => {
+    sizeBytes += chunk.length;
+    if (sizeBytes > ARCHIVE_MAX_BYTES) {
+      throw new DomainError("PAYLOAD_TOO_LARGE", `an archive may hold at most ${ARCHIVE_MAX_BYTES} bytes`);
+    }
+    return chunk;
+  };
+  if (header.chunk.length > 0) yield counted(header.chunk);
+  for (;;) {
+    const next = await nextBefore(rest, deadlineAt);
+    if (next.done) return;
+    const message = next.value;
+    if (message.replayId !== "" || message.endedAt !== undefined || message.formatVersion !== undefined) {
+      throw new DomainError(
+        "INVALID_ARGUMENT",
+        "replay_id, ended_at and format_version belong in the first message only",
+      );
+    }
+    if (message.chunk.length > 0) yield counted(message.chunk);
+  }
+}
