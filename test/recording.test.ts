@@ -334,7 +334,9 @@ describe.each(sharedSystems())("recording lifecycle ($mode mode)", (sys) => {
   async function archivesOf(tenantId: string, replayId: string): Promise<Buffer[]> {
     const dir = join(sys.blobDir, "tenant", tenantId, "replay", replayId);
     const names = await readdir(dir).catch(() => []);
-    return Promise.all(names.map((name) => readFile(join(dir, name))));
+    // The deletion worker may remove a file between the listing and the read: it is gone then.
+    const files = await Promise.all(names.map((name) => readFile(join(dir, name)).catch(() => undefined)));
+    return files.filter((file) => file !== undefined);
   }
   const signedGet = (t: { signer: Signer }, replayId: string) =>
     sendSigned(sys.baseUrl, t.signer, "GET", `/v1/replays/${replayId}`);
