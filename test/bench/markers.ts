@@ -38,7 +38,12 @@ export async function run(_args: string[]): Promise<void> {
   const env = await requirePostgresAndNats();
   const startedAt = new Date();
   progress("starting the distributed system (5 processes, fresh database)");
-  const sys = await startDistributedSystem({ gateways: 1 });
+  // BENCH_CPU_PROF_DIR: every process of the system writes a V8 CPU profile there when it stops.
+  const profDir = process.env.BENCH_CPU_PROF_DIR;
+  const sys = await startDistributedSystem({
+    gateways: 1,
+    nodeArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
+  });
   const work = await mkdtemp(join(tmpdir(), "bench-markers-"));
   let baseline: ChildServer | undefined;
   const runs: Run[] = [];
