@@ -15,7 +15,7 @@ import { type ChildServer, startChildServer, systemCpuGroups } from "./child-ser
 import { requirePostgresAndNats } from "./env.js";
 import { type LoadResult, type LoadTarget, runLoad } from "./load.js";
 import { listeningPorts } from "./proc.js";
-import { type Cell, cpuRow, formatTable, round, writeResults } from "./report.js";
+import { baselineComparison, type Cell, cpuRow, formatTable, type Run, round, writeResults } from "./report.js";
 
 export const description =
   "GET /v1/api/servers through the gateway vs one Fastify process on pg (1/16/64 connections), where the time goes";
@@ -28,8 +28,6 @@ const RATIO_TARGET = 0.6;
 const UNTHROTTLED_RPS = 1_000_000;
 
 const progress = (line: string) => process.stderr.write(`[bench gateway] ${line}\n`);
-
-type Run = { target: string; connections: number; result: LoadResult };
 
 export async function run(_args: string[]): Promise<void> {
   const env = await requirePostgresAndNats();
@@ -252,38 +250,8 @@ const CPU_LABELS = ["gateway", "servers", "postgres", "baseline", "other service
 function buildReport(runs: Run[], rpcEncoding: RpcEncoding | undefined) {
   const find = (target: string, connections: number) =>
     runs.find((r) => r.target === target && r.connections === connections)?.result;
-  const ratios: Record<number, number | undefined> = {};
-  const lines: string[] = [];
-
-  const mainRows: Cell[][] = [];
-  for (const connections of CONNECTIONS) {
-    const base = find("baseline", connections);
-    const gw = find("gateway", connections);
-    ratios[connections] = base && gw ? gw.rps / base.rps : undefined;
-    for (const [target, r] of [
-      ["baseline", base],
-      ["gateway", gw],
-    ] as const) {
-      if (!r) continue;
-      mainRows.push([
-        connections,
-        target,
-        Math.round(r.rps),
-        round(r.latency.p50Ms),
-        round(r.latency.p99Ms),
-        round(r.latency.meanMs),
-        r.errors,
-        r.non2xx,
-        target === "gateway" ? round(ratios[connections], 2) : undefined,
-      ]);
-    }
-  }
-  lines.push(
-    formatTable(
-      ["conns", "target", "req/s", "p50 ms", "p99 ms", "mean ms", "errors", "non-2xx", "gateway/baseline"],
-      mainRows,
-    ),
-  );
+  const { ratios, table } = baselineComparison(runs, CONNECTIONS);
+  const lines: string[] = [table];
   const bytes = (target: string) => find(target, 64)?.bytesPerResponse;
   lines.push(
     "",

@@ -17,8 +17,8 @@ import { grpcCheckIn } from "../recorder.js";
 import { type System, startDistributedSystem } from "../system.js";
 import { type ChildServer, startChildServer, systemCpuGroups } from "./child-server.js";
 import { requirePostgresAndNats } from "./env.js";
-import { type LoadResult, type LoadTarget, runLoad } from "./load.js";
-import { type Cell, cpuRow, formatTable, round, writeResults } from "./report.js";
+import { type LoadTarget, runLoad } from "./load.js";
+import { baselineComparison, type Cell, cpuRow, formatTable, type Run, round, writeResults } from "./report.js";
 
 export const description =
   "POST /v1/api/timeline-events through the gateway vs one Fastify process validating and INSERTing with pg (1/16/64 connections)";
@@ -31,8 +31,6 @@ const UNTHROTTLED_RPS = 1_000_000;
 const CPU_LABELS = ["gateway", "markers", "postgres", "baseline", "other services", "generator"] as const;
 
 const progress = (line: string) => process.stderr.write(`[bench markers] ${line}\n`);
-
-type Run = { target: string; connections: number; result: LoadResult };
 
 export async function run(_args: string[]): Promise<void> {
   const env = await requirePostgresAndNats();
@@ -206,36 +204,14 @@ async function checkSameAnswer(
 }
 
 function buildReport(runs: Run[]) {
-  const find = (target: string, connections: number) =>
-    runs.find((r) => r.target === target && r.connections === connections)?.result;
-  const ratios: Record<number, number | undefined> = {};
-  const rows: Cell[][] = [];
+  const { ratios, table } = baselineComparison(runs, CONNECTIONS);
   const cpuRows: Cell[][] = [];
-  for (const connections of CONNECTIONS) {
-    const base = find("baseline", connections);
-    const gw = find("gateway", connections);
-    ratios[connections] = base && gw ? gw.rps / base.rps : undefined;
-    for (const [target, r] of [
-      ["baseline", base],
-      ["gateway", gw],
-    ] as const) {
-      if (!r) continue;
-      rows.push([
-        connections,
-        target,
-        Math.round(r.rps),
-        round(r.latency.p50Ms),
-        round(r.latency.p99Ms),
-        r.errors,
-        r.non2xx,
-        target === "gateway" ? round(ratios[connections], 2) : undefined,
-      ]);
-      if (r.requests > 0) cpuRows.push(cpuRow([connections, target], r, CPU_LABELS, cpus().length));
-    }
+  for (const { target, connections, result } of runs) {
+    if (result.requests > 0) cpuRows.push(cpuRow([connections, target], result, CPU_LABELS, cpus().length));
   }
   const ratio64 = ratios[64];
   const text = [
-    formatTable(["conns", "target", "req/s", "p50 ms", "p99 ms", "errors", "non-2xx", "gateway/baseline"], rows),
+    table,
     "",
     `ratio at 64 connections: ${round(ratio64, 2) ?? "-"} (target >= ${RATIO_TARGET}: ${ratio64 === undefined ? "not measured" : ratio64 >= RATIO_TARGET ? "met" : "NOT met"})`,
     "",

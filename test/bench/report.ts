@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { LoadResult } from "./load.js";
 
 /** The repository root, from dist/test/bench/ (compiled) or test/bench/. */
 export const repoRoot = fileURLToPath(new URL("../..", import.meta.url)).replace(/\/dist\/?$/, "/");
@@ -63,4 +64,45 @@ export function cpuRow(
     perRequestUs(Math.max(0, r.machineBusyMs - attributedMs)),
     Math.round((100 * r.machineBusyMs) / (r.elapsedS * 1000 * cores)),
   ];
+}
+
+/** One measured load run of a target ("baseline", "gateway", ...) at a connection count. */
+export type Run = { target: string; connections: number; result: LoadResult };
+
+/**
+ * The headline table of a gateway-against-baseline benchmark: both targets at each connection count,
+ * and the gateway's req/s over the baseline's (the ratios the JSON line reports).
+ */
+export function baselineComparison(runs: readonly Run[], connectionCounts: readonly number[]) {
+  const find = (target: string, connections: number) =>
+    runs.find((r) => r.target === target && r.connections === connections)?.result;
+  const ratios: Record<number, number | undefined> = {};
+  const rows: Cell[][] = [];
+  for (const connections of connectionCounts) {
+    const base = find("baseline", connections);
+    const gw = find("gateway", connections);
+    ratios[connections] = base && gw ? gw.rps / base.rps : undefined;
+    for (const [target, r] of [
+      ["baseline", base],
+      ["gateway", gw],
+    ] as const) {
+      if (!r) continue;
+      rows.push([
+        connections,
+        target,
+        Math.round(r.rps),
+        round(r.latency.p50Ms),
+        round(r.latency.p99Ms),
+        round(r.latency.meanMs),
+        r.errors,
+        r.non2xx,
+        target === "gateway" ? round(ratios[connections], 2) : undefined,
+      ]);
+    }
+  }
+  const table = formatTable(
+    ["conns", "target", "req/s", "p50 ms", "p99 ms", "mean ms", "errors", "non-2xx", "gateway/baseline"],
+    rows,
+  );
+  return { ratios, table };
 }
