@@ -62,8 +62,8 @@ async function resolveServerTarget(q: Queryable, tenantId: string, serverId: str
 /**
  * The most creates in one statement, and the statements at once: two, so that the creates that
  * arrive while one runs go together into the next, and Node builds one statement while Postgres
- * runs the other (`npm run bench markers`: 0.53 of the baseline at 64 connections with one at a
- * time, 0.86-0.88 with two). Two statements lock their replays in id order, so they never deadlock,
+ * runs the other (`npm run bench markers` at 64 connections: 0.53 of the baseline in one run with
+ * one at a time; 0.53-0.88 over five runs with two, README "Performance"). Two statements lock their replays in id order, so they never deadlock,
  * and each re-reads the counts after its locks, so the cap stays exact.
  */
 const CREATE_BATCH_MAX = 256;
