@@ -64,6 +64,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
   const servers = createClient(ServersService, transport("servers"));
   const replays = createClient(ReplaysService, transport("replays"));
   const markers = createClient(MarkersService, transport("markers"));
+  const webhooks = createClient(WebhooksService, transport("webhooks"));
   const backends: [ServiceName, Client<typeof Health>][] = (["markers", "servers", "replays", "webhooks"] as const).map(
     (name) => [name, createClient(Health, transport(name))],
   );
@@ -96,7 +97,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
   };
 
   const app = buildApp({
-    routes: publicRoutes({ markers, servers, replays }),
+    routes: publicRoutes({ markers, servers, replays, webhooks }),
     authenticator: createAuthenticator({ db, keyCache, now }),
     rateLimiter: createRateLimiter({ replicas: config.gateway.replicas }),
     db,
@@ -124,10 +125,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
         forwardService(RecordingService, createClient(RecordingService, transport("replays"))),
       );
       router.service(MarkersService, forwardService(MarkersService, markers));
-      router.service(
-        WebhooksService,
-        forwardService(WebhooksService, createClient(WebhooksService, transport("webhooks"))),
-      );
+      router.service(WebhooksService, forwardService(WebhooksService, webhooks));
       router.service(Health, createHealthService([IdentityAdminService.typeName], isReady));
     },
   });

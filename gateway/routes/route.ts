@@ -48,8 +48,3 @@ export function readJsonObject(call: RouteCall): Record<string, unknown> {
   }
   return value as Record<string, unknown>;
 }
-
-/** A route whose service is not built yet: it answers, after authentication, 501. */
-export async function notImplemented(): Promise<RouteReply> {
-  throw new DomainError("NOT_IMPLEMENTED", "this route's service is not implemented yet");
-}

@@ -1,19 +1,141 @@
-import { notImplemented, type Route } from "./route.js";
+import type { Client } from "@connectrpc/connect";
+import {
+  AttemptTrigger,
+  type Delivery,
+  DeliveryStatus,
+  type Subscription,
+  type WebhooksService,
+} from "../../gen/replay/webhooks/v1/webhooks_pb.js";
+import { parsePageSize } from "../../lib/page/size.js";
+import { hasNul } from "../../lib/text.js";
+import { escapeNul, isoOrNull, parseQuery, stringField } from "./json.js";
+import { type Route, type RouteCall, readJsonObject } from "./route.js";
 
-/** Webhooks: spec "Webhooks", decisions.md §6. The webhooks service comes with its issue. */
-export function webhookRoutes(): Route[] {
+const statuses: Record<DeliveryStatus, string | null> = {
+  [DeliveryStatus.UNSPECIFIED]: null,
+  [DeliveryStatus.PENDING]: "pending",
+  [DeliveryStatus.SUCCEEDED]: "succeeded",
+  [DeliveryStatus.FAILED]: "failed",
+};
+const triggers: Record<AttemptTrigger, string | null> = {
+  [AttemptTrigger.UNSPECIFIED]: null,
+  [AttemptTrigger.AUTOMATIC]: "automatic",
+  [AttemptTrigger.MANUAL]: "manual",
+};
+
+/** A subscription as GET /v1/webhooks lists it (decisions.md §6): never its secret. */
+function subscriptionJson(s: Subscription | undefined) {
+  return { id: s?.subscriptionId, url: s?.url, events: s?.events, createdAt: isoOrNull(s?.createdAt) };
+}
+
+/** A delivery record of the delivery log (decisions.md §6), its attempts newest first. */
+export function deliveryJson(d: Delivery | undefined) {
+  return {
+    id: d?.deliveryId,
+    subscription_id: d?.subscriptionId,
+    event_id: d?.eventId,
+    event: d?.event,
+    status: d ? statuses[d.status] : null,
+    retry_count: d?.retryCount,
+    attempts: (d?.attempts ?? []).map((a) => ({
+      attempt: a.attempt,
+      trigger: triggers[a.trigger],
+      started_at: isoOrNull(a.startedAt),
+      duration_ms: Number(a.durationMs),
+      status_code: a.statusCode ?? null,
+      error: a.error ?? null,
+    })),
+    last_status_code: d?.lastStatusCode ?? null,
+    last_error: d?.lastError ?? null,
+    next_attempt_at: isoOrNull(d?.nextAttemptAt),
+    created_at: isoOrNull(d?.createdAt),
+    updated_at: isoOrNull(d?.updatedAt),
+  };
+}
+
+/** `events` of a create body: an array of strings as sent, or malformed (any other JSON type). */
+function eventsField(body: Record<string, unknown>, malformed: string[]): string[] {
+  const value = body.events;
+  if (Array.isArray(value) && value.every((name) => typeof name === "string" && !hasNul(name))) return value;
+  malformed.push("events");
+  return [];
+}
+
+function createSubscription(webhooks: Client<typeof WebhooksService>) {
+  return async (call: RouteCall) => {
+    const body = readJsonObject(call);
+    const malformed: string[] = [];
+    const url = stringField(body, "url", malformed);
+    if (body.url === undefined || body.url === null) malformed.push("url");
+    const events = eventsField(body, malformed);
+    const res = await webhooks.createSubscription({ url, events, malformedFields: malformed }, call.rpc);
+    return { status: 201, body: { ...subscriptionJson(res.subscription), secret: res.secret } };
+  };
+}
+
+function listDeliveries(webhooks: Client<typeof WebhooksService>) {
+  return async (call: RouteCall) => {
+    const query = parseQuery(call.rawQuery);
+    const token = query.get("page_token");
+    const res = await webhooks.listDeliveries(
+      {
+        subscriptionId: escapeNul(call.params.id ?? ""),
+        pageSize: parsePageSize(query.get("page_size")),
+        pageToken: token === undefined ? "" : escapeNul(token[token.length - 1] ?? ""),
+      },
+      call.rpc,
+    );
+    return {
+      status: 200,
+      body: { results: res.results.map(deliveryJson), next_page_token: res.nextPageToken, page_size: res.pageSize },
+    };
+  };
+}
+
+/**
+ * Webhooks: spec "Webhooks", decisions.md §6. Subscriptions and the delivery log are signed
+ * routes; the manual replay of a delivery takes an API key with collections:write.
+ */
+export function webhookRoutes(webhooks: Client<typeof WebhooksService>): Route[] {
   return [
-    { method: "POST", path: "/v1/webhooks", auth: "signature", handle: notImplemented },
-    { method: "GET", path: "/v1/webhooks", auth: "signature", handle: notImplemented },
-    { method: "DELETE", path: "/v1/webhooks/:id", auth: "signature", handle: notImplemented },
-    { method: "GET", path: "/v1/webhooks/:id/deliveries", auth: "signature", handle: notImplemented },
-    { method: "GET", path: "/v1/webhooks/deliveries/:id", auth: "signature", handle: notImplemented },
+    { method: "POST", path: "/v1/webhooks", auth: "signature", handle: createSubscription(webhooks) },
+    {
+      method: "GET",
+      path: "/v1/webhooks",
+      auth: "signature",
+      async handle(call) {
+        const res = await webhooks.listSubscriptions({}, call.rpc);
+        return { status: 200, body: { subscriptions: res.subscriptions.map(subscriptionJson) } };
+      },
+    },
+    {
+      method: "DELETE",
+      path: "/v1/webhooks/:id",
+      auth: "signature",
+      async handle(call) {
+        await webhooks.deleteSubscription({ subscriptionId: escapeNul(call.params.id ?? "") }, call.rpc);
+        return { status: 204 };
+      },
+    },
+    { method: "GET", path: "/v1/webhooks/:id/deliveries", auth: "signature", handle: listDeliveries(webhooks) },
+    {
+      method: "GET",
+      path: "/v1/webhooks/deliveries/:id",
+      auth: "signature",
+      async handle(call) {
+        const res = await webhooks.getDelivery({ deliveryId: escapeNul(call.params.id ?? "") }, call.rpc);
+        return { status: 200, body: deliveryJson(res.delivery) };
+      },
+    },
     {
       method: "POST",
       path: "/v1/webhooks/deliveries/:id/replay",
       auth: "api-key",
       scope: "collections:write",
-      handle: notImplemented,
+      async handle(call) {
+        const res = await webhooks.replayDelivery({ deliveryId: escapeNul(call.params.id ?? "") }, call.rpc);
+        return { status: 202, body: deliveryJson(res.delivery) };
+      },
     },
   ];
 }

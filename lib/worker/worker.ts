@@ -11,15 +11,26 @@ export type WorkerSpec = {
   name: string;
   /**
    * One round of work. Resolves to true when more work is waiting right now (a full batch), so the
-   * next round starts at once. `signal` aborts when stop() gave up waiting for the round.
+   * next round starts at once; to a number of milliseconds when the next work falls due sooner than
+   * `intervalMs` (a scheduled retry); else false. `signal` aborts when stop() gave up waiting.
    */
-  round(signal: AbortSignal): Promise<boolean>;
+  round(signal: AbortSignal): Promise<boolean | number>;
   /** The wait between rounds when nothing wakes the loop: the poll behind `wakeOn`, or the timer. */
   intervalMs: number;
   /** A NOTIFY channel (on `db`) that starts the next round at once. */
   wakeOn?: { db: Db; channel: string };
   /** Waits after a failed round, doubling from `baseMs` up to `maxMs`. */
   backoff?: { baseMs: number; maxMs: number };
+  /**
+   * Called once with the loop's nudge, for work that wakes the loop itself: work a round started
+   * and did not wait for (an HTTP delivery) frees its slot later.
+   */
+  started?(nudge: () => void): void;
+  /**
+   * On stop, after the last round: waits for the work rounds started and did not wait for, within
+   * the same drain. `signal` aborts when the drain is over.
+   */
+  drain?(signal: AbortSignal): Promise<void>;
 };
 
 /** A running loop: nudge() starts the next round early; stop() ends it within the drain. */
@@ -68,7 +79,7 @@ export function startWorker(spec: WorkerSpec): Worker {
     try {
       while (!stopping) {
         woken = false;
-        let more: boolean;
+        let more: boolean | number;
         try {
           more = await spec.round(abort.signal);
           failures = 0;
@@ -81,14 +92,16 @@ export function startWorker(spec: WorkerSpec): Worker {
           await pause(delayMs, false);
           continue;
         }
-        if (!more) await pause(spec.intervalMs, true);
+        if (more === true) continue;
+        await pause(more === false ? spec.intervalMs : Math.max(0, Math.min(more, spec.intervalMs)), true);
       }
     } finally {
       await unlisten?.();
     }
   };
 
-  const running = loop();
+  spec.started?.(nudge);
+  const running = loop().then(() => spec.drain?.(abort.signal));
   const stop = async (graceMs = DRAIN_MS) => {
     stopping = true;
     wake?.();

@@ -1,17 +1,62 @@
+import { readFile } from "node:fs/promises";
 import { WebhooksService } from "../../gen/replay/webhooks/v1/webhooks_pb.js";
 import type { Config } from "../../lib/config.js";
+import { loadPageTokenKey } from "../../lib/page/key.js";
+import { createPageTokens } from "../../lib/page/token.js";
+import { sourceFolder } from "../../lib/paths.js";
 import type { Platform } from "../../lib/platform.js";
 import { type Running, type ServiceSpec, startService } from "../../lib/service-host.js";
+import { createDeliveryClient } from "./delivery/client.js";
+import { parseAllowTargets, resolverWithin, systemResolver } from "./delivery/target.js";
+import { deliveryWorker } from "./delivery/worker.js";
+import { webhooksConsumers } from "./events.js";
+import { createWebhooksService } from "./service.js";
 
-/** The webhooks service: subscriptions and signed deliveries. Its RPCs land with the webhooks issue. */
+/** How long a subscription request waits for its URL's host to resolve before accepting it unresolved. */
+const SUBSCRIPTION_LOOKUP_MS = 2_000;
+
+/**
+ * The webhooks service: subscriptions, the fan-out of the replays service's eight webhook events
+ * into deliveries, and the delivery worker (decisions.md §6). With WEBHOOK_DELIVERY=off it refuses
+ * new subscriptions and runs no worker.
+ */
 export const webhooksService: ServiceSpec = {
   name: "webhooks",
+  migrationsDir: sourceFolder(import.meta.url, "./migrations"),
   healthNames: [WebhooksService.typeName],
-  setup: () => ({
-    routes(router) {
-      router.service(WebhooksService, {});
-    },
-  }),
+  async setup({ config, db }) {
+    const settings = config.webhooks;
+    const key = await loadPageTokenKey({
+      key: config.pages.tokenKey,
+      keyFile: config.pages.tokenKeyFile,
+      dataDir: config.db.dataDir,
+    });
+    const allowTargets = parseAllowTargets(settings.allowTargets);
+    const webhooks = createWebhooksService({
+      db,
+      pageTokens: createPageTokens(key),
+      delivery: settings.delivery,
+      urls: { resolve: resolverWithin(systemResolver, SUBSCRIPTION_LOOKUP_MS), allowTargets },
+    });
+    const extraCaPem = settings.caFile === undefined ? undefined : await readFile(settings.caFile, "utf8");
+    const workers = settings.delivery
+      ? [
+          deliveryWorker({
+            db,
+            client: createDeliveryClient({ timeoutMs: settings.timeoutMs, allowTargets, extraCaPem }),
+            retryScheduleMs: settings.retryScheduleMs,
+            timeoutMs: settings.timeoutMs,
+          }),
+        ]
+      : [];
+    return {
+      routes(router) {
+        router.service(WebhooksService, webhooks);
+      },
+      consumers: webhooksConsumers(settings.retryScheduleMs),
+      workers,
+    };
+  },
 };
 
 export function start(config: Config, platform: Platform): Promise<Running> {

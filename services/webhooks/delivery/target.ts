@@ -11,6 +11,20 @@ export const systemResolver: Resolver = async (hostname) => {
   return found.map((entry) => entry.address);
 };
 
+/**
+ * A resolver that gives up after `ms` (a lookup cannot be cancelled, but the caller stops waiting):
+ * a subscription request never hangs on a slow DNS server. Giving up counts as not resolving.
+ */
+export function resolverWithin(resolve: Resolver, ms: number): Resolver {
+  return (hostname) =>
+    new Promise((resolvePromise, reject) => {
+      const timer = setTimeout(() => reject(new Error(`DNS lookup of ${hostname} took over ${ms} ms`)), ms);
+      resolve(hostname)
+        .then(resolvePromise, reject)
+        .finally(() => clearTimeout(timer));
+    });
+}
+
 /** Normalised `host:port` pairs exempt from the address rules (WEBHOOK_ALLOW_TARGETS). */
 export type AllowTargets = ReadonlySet<string>;
 

@@ -1,0 +1,149 @@
+import { createBatcher } from "../../../lib/db/batch.js";
+import type { Db } from "../../../lib/db/types.js";
+import { logger } from "../../../lib/log.js";
+import { newLeaseOwner } from "../../../lib/worker/lease.js";
+import type { WorkerSpec } from "../../../lib/worker/worker.js";
+import * as store from "../store.js";
+import type { DeliveryClient } from "./client.js";
+import { nextStep } from "./schedule.js";
+
+const log = logger("webhooks:delivery");
+
+export type DeliveryWorkerDeps = {
+  db: Db;
+  client: DeliveryClient;
+  /** WEBHOOK_RETRY_SCHEDULE. */
+  retryScheduleMs: readonly number[];
+  /** WEBHOOK_TIMEOUT_MS: how long one attempt may take; the lease outlasts it. */
+  timeoutMs: number;
+  /** Attempts in flight in this process at most. */
+  maxInFlight?: number;
+  /** Attempts in flight for one subscription at most, across every replica. */
+  perSubscription?: number;
+  /** The poll between rounds when nothing wakes the worker (other replicas' leases and caps). */
+  intervalMs?: number;
+};
+
+/** Attempts of this process in flight at most: each is an open HTTP request, cheap while it waits. */
+export const MAX_IN_FLIGHT = 256;
+/** Attempts for one subscription in flight at most: a receiver that hangs holds this many slots, never all. */
+export const PER_SUBSCRIPTION_MAX = 16;
+/** How much longer than an attempt's timeout its lease lasts: time to record the attempt. */
+const LEASE_MARGIN_MS = 10_000;
+
+/**
+ * The delivery worker (decisions.md §6). Each round claims due deliveries under leases, as many as
+ * this process has free slots, and starts their attempts without waiting for them: a slow receiver
+ * holds its own slots only, and a finished attempt frees its slot and wakes the worker for the next
+ * claim. Finished attempts are recorded in groups (one statement for all that finish together: the
+ * attempt rows, each delivery's status and schedule, the lease released). A new delivery or a manual
+ * replay NOTIFYs the worker; a scheduled retry wakes it when it falls due.
+ *
+ * At least once: a delivery is leased for longer than an attempt can take, so a replica that dies
+ * mid-attempt leaves it to be attempted again when its lease runs out; an attempt whose record was
+ * lost is sent again the same way. On stop, the attempts in flight finish within the drain and are
+ * recorded; those still running when it ends are handed back for another replica.
+ */
+export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec {
+  const { db, client } = deps;
+  const maxInFlight = deps.maxInFlight ?? MAX_IN_FLIGHT;
+  const perSubscription = deps.perSubscription ?? PER_SUBSCRIPTION_MAX;
+  const owner = newLeaseOwner();
+  const leaseMs = deps.timeoutMs + LEASE_MARGIN_MS;
+  const inFlight = new Map<string, Promise<void>>();
+  let nudge = () => {};
+  let recording = true;
+
+  const record = createBatcher<store.AttemptRecord, void>({
+    run: async (records) => {
+      await store.recordAttempts(db, records);
+      return records.map(() => undefined);
+    },
+    maxBatch: 256,
+    maxRunning: 1,
+  });
+
+  async function attempt(row: store.ClaimedDelivery): Promise<void> {
+    const startedAt = new Date();
+    const result = await client.send({
+      url: row.url,
+      secret: row.secret,
+      event: row.event,
+      eventId: row.event_id,
+      body: row.body,
+    });
+    const trigger = row.manual ? "manual" : "automatic";
+    const next =
+      trigger === "automatic"
+        ? nextStep({
+            outcome: result,
+            automaticAttempts: row.automatic_attempts + 1,
+            failedAt: new Date(),
+            retryScheduleMs: deps.retryScheduleMs,
+          })
+        : undefined;
+    if (!recording) return;
+    await record({
+      deliveryId: row.delivery_id,
+      owner,
+      trigger,
+      startedAt,
+      durationMs: result.durationMs,
+      statusCode: result.statusCode,
+      error: result.error,
+      nextAttemptAt: next?.nextAttemptAt ?? null,
+      gone: result.statusCode === 410,
+    });
+  }
+
+  function start(row: store.ClaimedDelivery): void {
+    const running = attempt(row)
+      .catch((err: unknown) => {
+        // The lease is still held: the delivery is attempted again when it runs out.
+        log.error({ err, deliveryId: row.delivery_id }, "recording a delivery attempt failed");
+      })
+      .finally(() => {
+        inFlight.delete(row.delivery_id);
+        nudge();
+      });
+    inFlight.set(row.delivery_id, running);
+  }
+
+  return {
+    name: "webhooks-delivery",
+    intervalMs: deps.intervalMs ?? 500,
+    wakeOn: { db, channel: store.deliveryChannel },
+    started(wake) {
+      nudge = wake;
+    },
+    async round() {
+      const free = maxInFlight - inFlight.size;
+      // Every slot busy: a finishing attempt wakes the loop.
+      if (free <= 0) return false;
+      const claimed = await store.claimDeliveries(db, { owner, leaseMs, perSubscription, limit: free });
+      for (const row of claimed) start(row);
+      if (claimed.length === free) return true;
+      // While attempts run, each one that finishes wakes the loop; idle, it sleeps until the next
+      // scheduled attempt (or the poll, for other replicas' leases and caps).
+      if (inFlight.size > 0) return false;
+      return (await store.nextDueInMs(db)) ?? false;
+    },
+    async drain(signal) {
+      const finished = Promise.all(inFlight.values()).then(() => undefined);
+      const aborted = new Promise<void>((resolve) => {
+        if (signal.aborted) resolve();
+        signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+      await Promise.race([finished, aborted]);
+      recording = false;
+      const unfinished = [...inFlight.keys()];
+      if (unfinished.length > 0) {
+        log.warn({ deliveries: unfinished.length }, "handing back deliveries still in flight at the end of the drain");
+        await store.releaseDeliveries(db, owner, unfinished).catch((err: unknown) => {
+          log.error({ err }, "handing back deliveries failed; their leases run out instead");
+        });
+      }
+      await client.close();
+    },
+  };
+}

@@ -1,0 +1,217 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  AttemptTrigger,
+  type Delivery,
+  DeliveryStatus,
+  type Subscription,
+  type WebhooksService,
+} from "../../gen/replay/webhooks/v1/webhooks_pb.js";
+import type { Db } from "../../lib/db/types.js";
+import { DomainError, type FieldViolation } from "../../lib/errors.js";
+import { isUuid, newId } from "../../lib/ids.js";
+import { pageSizeOf } from "../../lib/page/size.js";
+import type { PageTokens } from "../../lib/page/token.js";
+import { requireTenant } from "../../lib/rpc/context.js";
+import { generateWebhookSecret } from "./delivery/secret.js";
+import type { AllowTargets, Resolver } from "./delivery/target.js";
+import { vetWebhookUrl } from "./delivery/webhook-url.js";
+import { webhookEvents } from "./payload.js";
+import * as store from "./store.js";
+
+export type WebhooksDeps = {
+  db: Db;
+  pageTokens: PageTokens;
+  /** WEBHOOK_DELIVERY: off refuses new subscriptions (503) and stores nothing. */
+  delivery: boolean;
+  /** How subscription URLs are resolved and vetted (decisions.md §6). */
+  urls: { resolve: Resolver; allowTargets: AllowTargets };
+};
+
+export const SUBSCRIPTION_EVENTS_MAX = 32;
+
+const statuses = {
+  pending: DeliveryStatus.PENDING,
+  succeeded: DeliveryStatus.SUCCEEDED,
+  failed: DeliveryStatus.FAILED,
+} as const;
+const triggers = { automatic: AttemptTrigger.AUTOMATIC, manual: AttemptTrigger.MANUAL } as const;
+
+function toSubscription(row: store.SubscriptionRow): Omit<Subscription, "$typeName"> {
+  return {
+    subscriptionId: row.subscription_id,
+    url: row.url,
+    events: row.events,
+    createdAt: timestampFromDate(row.created_at),
+  };
+}
+
+function toDelivery(row: store.DeliveryRow, attempts: readonly store.AttemptRow[]): Omit<Delivery, "$typeName"> {
+  return {
+    deliveryId: row.delivery_id,
+    subscriptionId: row.subscription_id,
+    eventId: row.event_id,
+    event: row.event,
+    status: statuses[row.status],
+    retryCount: row.retry_count,
+    attempts: attempts.map((a) => ({
+      $typeName: "replay.webhooks.v1.DeliveryAttempt",
+      attempt: a.attempt,
+      trigger: triggers[a.trigger],
+      startedAt: timestampFromDate(a.started_at),
+      durationMs: BigInt(a.duration_ms),
+      statusCode: a.status_code ?? undefined,
+      error: a.error ?? undefined,
+    })),
+    lastStatusCode: row.last_status_code ?? undefined,
+    lastError: row.last_error ?? undefined,
+    nextAttemptAt: row.next_attempt_at ? timestampFromDate(row.next_attempt_at) : undefined,
+    createdAt: timestampFromDate(row.created_at),
+    updatedAt: timestampFromDate(row.updated_at),
+  };
+}
+
+/** The deliveries with their attempts (newest first), read in one more statement. */
+async function withAttempts(db: Db, rows: readonly store.DeliveryRow[]) {
+  const byDelivery = new Map<string, store.AttemptRow[]>();
+  for (const attempt of await store.listAttempts(
+    db,
+    rows.map((row) => row.delivery_id),
+  )) {
+    const list = byDelivery.get(attempt.delivery_id);
+    if (list) list.push(attempt);
+    else byDelivery.set(attempt.delivery_id, [attempt]);
+  }
+  return rows.map((row) => toDelivery(row, byDelivery.get(row.delivery_id) ?? []));
+}
+
+/** The `events` violation of a create: 1 to 32 unique names of the eight, matched exactly. */
+function eventsViolation(events: readonly string[]): FieldViolation | undefined {
+  const known = new Set<string>(webhookEvents);
+  const valid = `the valid names are ${webhookEvents.join(", ")}`;
+  const unknown = events.filter((name) => !known.has(name));
+  let detail: string | undefined;
+  if (unknown.length > 0) detail = `unknown event name ${JSON.stringify(unknown[0])}; ${valid}`;
+  else if (events.length === 0) detail = `events must name at least one event; ${valid}`;
+  else if (events.length > SUBSCRIPTION_EVENTS_MAX)
+    detail = `events may name at most ${SUBSCRIPTION_EVENTS_MAX} events`;
+  else if (new Set(events).size !== events.length) detail = `events must not repeat a name; ${valid}`;
+  return detail === undefined ? undefined : { field: "events", code: "VALIDATION_ERROR", detail };
+}
+
+function isPosition(value: unknown): value is store.DeliveryPosition {
+  const p = value as store.DeliveryPosition | null;
+  return (
+    typeof p === "object" &&
+    p !== null &&
+    typeof p.createdAt === "string" &&
+    /^\d{4,}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(p.createdAt) &&
+    isUuid(p.deliveryId)
+  );
+}
+
+const subscriptionNotFound = () => new DomainError("SUBSCRIPTION_NOT_FOUND", "no such subscription");
+const deliveryNotFound = () => new DomainError("DELIVERY_NOT_FOUND", "no such delivery");
+
+/** The webhooks API (spec "Webhooks", decisions.md §6): subscriptions, the delivery log, manual replay. */
+export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof WebhooksService> {
+  const { db } = deps;
+  return {
+    async createSubscription(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      if (!deps.delivery) {
+        throw new DomainError("WEBHOOK_DELIVERY_UNCONFIGURED", "webhook delivery is not configured on this deployment");
+      }
+      const malformed = new Set(req.malformedFields);
+      const violations: FieldViolation[] = [];
+      const urlViolation = malformed.has("url")
+        ? { field: "url", code: "VALIDATION_ERROR" as const, detail: "url must be a string" }
+        : await vetWebhookUrl(req.url, deps.urls);
+      if (urlViolation) violations.push(urlViolation);
+      const events = malformed.has("events")
+        ? {
+            field: "events",
+            code: "VALIDATION_ERROR" as const,
+            detail: `events must be an array of event names; the valid names are ${webhookEvents.join(", ")}`,
+          }
+        : eventsViolation(req.events);
+      if (events) violations.push(events);
+      if (violations.length > 0) {
+        throw new DomainError("VALIDATION_ERROR", violations.map((v) => v.detail).join("; "), violations);
+      }
+      const secret = generateWebhookSecret();
+      const row = await store.insertSubscription(db, {
+        subscriptionId: newId(),
+        tenantId,
+        url: req.url,
+        events: req.events,
+        secret,
+      });
+      return { subscription: toSubscription(row), secret };
+    },
+
+    async listSubscriptions(_req, ctx) {
+      const tenantId = requireTenant(ctx);
+      return { subscriptions: (await store.listSubscriptions(db, tenantId)).map(toSubscription) };
+    },
+
+    async deleteSubscription(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      if (!isUuid(req.subscriptionId)) throw subscriptionNotFound();
+      if (!(await store.deleteSubscription(db, tenantId, req.subscriptionId.toLowerCase())))
+        throw subscriptionNotFound();
+      return {};
+    },
+
+    async listDeliveries(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      const pageSize = pageSizeOf(req.pageSize);
+      const subscriptionId = isUuid(req.subscriptionId) ? req.subscriptionId.toLowerCase() : undefined;
+      const binding = {
+        tenantId,
+        route: "deliveries",
+        filters: { subscription_id: subscriptionId ?? req.subscriptionId },
+      };
+      let after: store.DeliveryPosition | undefined;
+      if (req.pageToken !== "") {
+        const position = deps.pageTokens.read<unknown>(binding, req.pageToken);
+        if (!isPosition(position))
+          throw new DomainError("INVALID_PAGE_TOKEN", "page_token was not issued for this list");
+        after = position;
+      }
+      if (subscriptionId === undefined || !(await store.existsSubscription(db, tenantId, subscriptionId))) {
+        throw subscriptionNotFound();
+      }
+      const rows = await store.listDeliveries(db, tenantId, subscriptionId, after, pageSize + 1);
+      const page = rows.slice(0, pageSize);
+      const last = page.at(-1);
+      const nextPageToken =
+        rows.length > pageSize && last !== undefined
+          ? deps.pageTokens.issue(binding, { createdAt: last.position_at, deliveryId: last.delivery_id })
+          : "";
+      return { results: await withAttempts(db, page), nextPageToken, pageSize };
+    },
+
+    async getDelivery(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      if (!isUuid(req.deliveryId)) throw deliveryNotFound();
+      const row = await store.findDelivery(db, tenantId, req.deliveryId.toLowerCase());
+      if (!row) throw deliveryNotFound();
+      const [delivery] = await withAttempts(db, [row]);
+      return { delivery };
+    },
+
+    async replayDelivery(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      if (!isUuid(req.deliveryId)) throw deliveryNotFound();
+      const deliveryId = req.deliveryId.toLowerCase();
+      const outcome = await db.transaction((tx) => store.updateDeliveryReplayed(tx, tenantId, deliveryId));
+      if (!outcome) throw deliveryNotFound();
+      if (!outcome.replayed) {
+        throw new DomainError("DELIVERY_NOT_REPLAYABLE", "the delivery already succeeded; it cannot be replayed");
+      }
+      const [delivery] = await withAttempts(db, [outcome.delivery]);
+      return { delivery };
+    },
+  };
+}

@@ -1,0 +1,337 @@
+import type { Queryable, Tx } from "../../lib/db/types.js";
+
+// SQL of schema `webhooks`: subscriptions, deliveries and their attempts.
+
+export type SubscriptionRow = {
+  subscription_id: string;
+  url: string;
+  events: string[];
+  created_at: Date;
+};
+
+const subscriptionColumns = "subscription_id, url, events, created_at";
+
+export async function insertSubscription(
+  q: Queryable,
+  s: { subscriptionId: string; tenantId: string; url: string; events: readonly string[]; secret: string },
+): Promise<SubscriptionRow> {
+  const { rows } = await q.query<SubscriptionRow>(
+    `INSERT INTO webhooks.subscription (subscription_id, tenant_id, url, events, secret)
+     VALUES ($1, $2, $3, $4, $5)
+     RETURNING ${subscriptionColumns}`,
+    [s.subscriptionId, s.tenantId, s.url, s.events, s.secret],
+  );
+  return rows[0] as SubscriptionRow;
+}
+
+export async function listSubscriptions(q: Queryable, tenantId: string): Promise<SubscriptionRow[]> {
+  const { rows } = await q.query<SubscriptionRow>(
+    `SELECT ${subscriptionColumns} FROM webhooks.subscription
+      WHERE tenant_id = $1 ORDER BY created_at, subscription_id`,
+    [tenantId],
+  );
+  return rows;
+}
+
+export async function existsSubscription(q: Queryable, tenantId: string, subscriptionId: string): Promise<boolean> {
+  const { rows } = await q.query("SELECT 1 FROM webhooks.subscription WHERE subscription_id = $1 AND tenant_id = $2", [
+    subscriptionId,
+    tenantId,
+  ]);
+  return rows.length > 0;
+}
+
+/** Removes the subscription with its deliveries and their attempts; false when the tenant has none by that id. */
+export async function deleteSubscription(q: Queryable, tenantId: string, subscriptionId: string): Promise<boolean> {
+  const { rowCount } = await q.query(
+    "DELETE FROM webhooks.subscription WHERE subscription_id = $1 AND tenant_id = $2",
+    [subscriptionId, tenantId],
+  );
+  return rowCount > 0;
+}
+
+/** The channel a new or replayed delivery is announced on, so that a worker claims it at once. */
+export const deliveryChannel = "webhooks_delivery";
+
+/**
+ * One event's fan-out: a delivery to every subscription of the tenant that names the event, all
+ * carrying the same body. An event the bus delivers again adds nothing (one delivery per
+ * subscription and event). Resolves to the number of deliveries created.
+ */
+export async function insertDeliveries(
+  tx: Tx,
+  d: { tenantId: string; eventId: string; event: string; body: string; firstAttemptAt: Date },
+): Promise<number> {
+  const { rowCount } = await tx.query(
+    `INSERT INTO webhooks.delivery (delivery_id, tenant_id, subscription_id, event_id, event, body, next_attempt_at)
+     SELECT gen_random_uuid(), $1, subscription_id, $2, $3, $4, $5
+       FROM webhooks.subscription
+      WHERE tenant_id = $1 AND $3 = ANY (events)
+     ON CONFLICT (subscription_id, event_id) DO NOTHING`,
+    [d.tenantId, d.eventId, d.event, d.body, d.firstAttemptAt],
+  );
+  if (rowCount > 0) await tx.query(`NOTIFY ${deliveryChannel}`);
+  return rowCount;
+}
+
+export type DeliveryRow = {
+  delivery_id: string;
+  subscription_id: string;
+  event_id: string;
+  event: string;
+  status: "pending" | "succeeded" | "failed";
+  retry_count: number;
+  last_status_code: number | null;
+  last_error: string | null;
+  /** The soonest attempt due: a queued manual one (now), else the automatic schedule's. */
+  next_attempt_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+};
+
+export type AttemptRow = {
+  delivery_id: string;
+  attempt: number;
+  trigger: "automatic" | "manual";
+  started_at: Date;
+  duration_ms: number;
+  status_code: number | null;
+  error: string | null;
+};
+
+const deliveryColumns = `delivery_id, subscription_id, event_id, event, status, retry_count, last_status_code,
+  last_error, CASE WHEN manual_queued > 0 THEN updated_at ELSE next_attempt_at END AS next_attempt_at,
+  created_at, updated_at`;
+
+/** A position in a delivery log: the last delivery of the previous page. */
+export type DeliveryPosition = { createdAt: string; deliveryId: string };
+
+/**
+ * One page of a subscription's delivery log, newest first, after `after` when given. `position_at`
+ * is created_at to the microsecond, for the next page's token (a JS Date keeps milliseconds only).
+ */
+export async function listDeliveries(
+  q: Queryable,
+  tenantId: string,
+  subscriptionId: string,
+  after: DeliveryPosition | undefined,
+  limit: number,
+): Promise<(DeliveryRow & { position_at: string })[]> {
+  const { rows } = await q.query<DeliveryRow & { position_at: string }>(
+    `SELECT ${deliveryColumns},
+            to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_at
+       FROM webhooks.delivery
+      WHERE subscription_id = $1 AND tenant_id = $2
+        AND ($3::timestamptz IS NULL OR (created_at, delivery_id) < ($3::timestamptz, $4::uuid))
+      ORDER BY created_at DESC, delivery_id DESC
+      LIMIT $5`,
+    [subscriptionId, tenantId, after?.createdAt ?? null, after?.deliveryId ?? null, limit],
+  );
+  return rows;
+}
+
+export async function findDelivery(
+  q: Queryable,
+  tenantId: string,
+  deliveryId: string,
+): Promise<DeliveryRow | undefined> {
+  const { rows } = await q.query<DeliveryRow>(
+    `SELECT ${deliveryColumns} FROM webhooks.delivery WHERE delivery_id = $1 AND tenant_id = $2`,
+    [deliveryId, tenantId],
+  );
+  return rows[0];
+}
+
+/** Every attempt of the deliveries, newest first within each. */
+export async function listAttempts(q: Queryable, deliveryIds: readonly string[]): Promise<AttemptRow[]> {
+  if (deliveryIds.length === 0) return [];
+  const { rows } = await q.query<AttemptRow>(
+    `SELECT delivery_id, attempt, trigger, started_at, duration_ms, status_code, error
+       FROM webhooks.attempt WHERE delivery_id = ANY ($1::uuid[])
+      ORDER BY delivery_id, attempt DESC`,
+    [deliveryIds],
+  );
+  return rows;
+}
+
+/**
+ * A manual replay (decisions.md §6): one more attempt queued at once, retry_count + 1, the delivery
+ * pending until that attempt ends. Locks the delivery first; resolves to undefined when the tenant
+ * has none by that id, and to the delivery unchanged when it already succeeded.
+ */
+export async function updateDeliveryReplayed(
+  tx: Tx,
+  tenantId: string,
+  deliveryId: string,
+): Promise<{ replayed: boolean; delivery: DeliveryRow } | undefined> {
+  const { rows } = await tx.query<{ status: DeliveryRow["status"] }>(
+    "SELECT status FROM webhooks.delivery WHERE delivery_id = $1 AND tenant_id = $2 FOR UPDATE",
+    [deliveryId, tenantId],
+  );
+  const current = rows[0];
+  if (!current) return undefined;
+  if (current.status === "succeeded") {
+    return { replayed: false, delivery: (await findDelivery(tx, tenantId, deliveryId)) as DeliveryRow };
+  }
+  const updated = await tx.query<DeliveryRow>(
+    `UPDATE webhooks.delivery
+        SET retry_count = retry_count + 1, manual_queued = manual_queued + 1, status = 'pending', updated_at = now()
+      WHERE delivery_id = $1
+      RETURNING ${deliveryColumns}`,
+    [deliveryId],
+  );
+  await tx.query(`NOTIFY ${deliveryChannel}`);
+  return { replayed: true, delivery: updated.rows[0] as DeliveryRow };
+}
+
+// When a pending delivery's next attempt is due: a queued manual attempt at once, else the
+// automatic schedule's. Word for word the expression of delivery_due_idx, so the index serves it.
+const dueAt = "(CASE WHEN manual_queued > 0 THEN '-infinity'::timestamptz ELSE next_attempt_at END)";
+
+/** A delivery claimed for one attempt, with what the attempt needs. */
+export type ClaimedDelivery = {
+  delivery_id: string;
+  event_id: string;
+  event: string;
+  body: string;
+  url: string;
+  secret: string;
+  /** A queued manual attempt goes first; it leaves the automatic schedule as it is. */
+  manual: boolean;
+  /** Automatic attempts made before this one. */
+  automatic_attempts: number;
+};
+
+/**
+ * Claims due deliveries for one attempt each under a lease (lib/worker/lease.ts's rules, with a
+ * per-subscription cap): at most `limit` in all, soonest due first, and never more than
+ * `perSubscription` in flight for one subscription across every replica, counting the leases held,
+ * so that a receiver that hangs holds a few slots and never the worker. Each subscription is
+ * probed through delivery_due_idx, so a backlog of one subscription is never scanned whole.
+ */
+export async function claimDeliveries(
+  q: Queryable,
+  claim: { owner: string; leaseMs: number; perSubscription: number; limit: number },
+): Promise<ClaimedDelivery[]> {
+  const { rows } = await q.query<ClaimedDelivery>(
+    `UPDATE webhooks.delivery AS d
+        SET lease_owner = $1, lease_expires_at = now() + $2 * interval '1 millisecond'
+       FROM (
+         SELECT c.delivery_id, s.url, s.secret
+           FROM webhooks.subscription s
+           CROSS JOIN LATERAL (
+             SELECT x.delivery_id, ${dueAt} AS due
+               FROM webhooks.delivery x
+              WHERE x.subscription_id = s.subscription_id AND x.status = 'pending' AND ${dueAt} <= now()
+                AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
+              ORDER BY ${dueAt}
+              LIMIT GREATEST($3 - (SELECT count(*) FROM webhooks.delivery y
+                                    WHERE y.subscription_id = s.subscription_id
+                                      AND y.lease_owner IS NOT NULL AND y.lease_expires_at > now()), 0)
+                FOR UPDATE SKIP LOCKED
+           ) c
+          ORDER BY c.due
+          LIMIT $4
+       ) AS picked
+      WHERE d.delivery_id = picked.delivery_id
+      RETURNING d.delivery_id, d.event_id, d.event, d.body, picked.url, picked.secret,
+                d.manual_queued > 0 AS manual, d.automatic_attempts`,
+    [claim.owner, claim.leaseMs, claim.perSubscription, claim.limit],
+  );
+  return rows;
+}
+
+/**
+ * Milliseconds until the soonest attempt not yet due falls due, or undefined when none is. Attempts
+ * already due but not claimable (their subscription at its cap, or leased) are left out: a finished
+ * attempt wakes the worker for those.
+ */
+export async function nextDueInMs(q: Queryable): Promise<number | undefined> {
+  const { rows } = await q.query<{ ms: number | null }>(
+    `SELECT (EXTRACT(EPOCH FROM (min(${dueAt}) - now())) * 1000)::float8 AS ms
+       FROM webhooks.delivery WHERE status = 'pending' AND ${dueAt} > now()`,
+  );
+  const ms = rows[0]?.ms;
+  return ms === null || ms === undefined ? undefined : Math.max(0, Math.ceil(ms));
+}
+
+/** One finished attempt, and what it decided for the delivery. */
+export type AttemptRecord = {
+  deliveryId: string;
+  owner: string;
+  trigger: "automatic" | "manual";
+  startedAt: Date;
+  durationMs: number;
+  statusCode: number | null;
+  error: string | null;
+  /** The automatic schedule after an automatic attempt (null: none); a manual one leaves it as it is. */
+  nextAttemptAt: Date | null;
+  /** The receiver answered 410: no attempt follows, automatic or manual. */
+  gone: boolean;
+};
+
+/**
+ * Records finished attempts in one statement: each delivery's counters, status and schedule, its
+ * new attempt row (numbered from the delivery's own count), and the lease released. A delivery
+ * deleted meanwhile (its subscription removed) records nothing. A manual attempt takes one queued
+ * manual attempt off; success or a 410 ends the delivery, pending otherwise while any attempt is
+ * still due, else failed.
+ */
+export async function recordAttempts(q: Queryable, records: readonly AttemptRecord[]): Promise<void> {
+  if (records.length === 0) return;
+  await q.query(
+    `WITH r AS (
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::int[], $7::text[],
+                            $8::timestamptz[], $9::bool[])
+         AS r(delivery_id, owner, trigger, started_at, duration_ms, status_code, error, next_attempt_at, gone)
+     ), u AS (
+       UPDATE webhooks.delivery AS d
+          SET attempt_count = d.attempt_count + 1,
+              automatic_attempts = d.automatic_attempts + (r.trigger = 'automatic')::int,
+              manual_queued = CASE WHEN r.error IS NULL OR r.gone THEN 0
+                                   WHEN r.trigger = 'manual' THEN GREATEST(d.manual_queued - 1, 0)
+                                   ELSE d.manual_queued END,
+              next_attempt_at = CASE WHEN r.error IS NULL OR r.gone THEN NULL
+                                     WHEN r.trigger = 'automatic' THEN r.next_attempt_at
+                                     ELSE d.next_attempt_at END,
+              status = CASE WHEN r.error IS NULL THEN 'succeeded'
+                            WHEN r.gone THEN 'failed'
+                            WHEN (r.trigger = 'manual' AND d.manual_queued > 1)
+                              OR (r.trigger = 'automatic' AND (d.manual_queued > 0 OR r.next_attempt_at IS NOT NULL))
+                              OR (r.trigger = 'manual' AND d.next_attempt_at IS NOT NULL) THEN 'pending'
+                            ELSE 'failed' END,
+              last_status_code = r.status_code,
+              last_error = r.error,
+              updated_at = now(),
+              lease_owner = CASE WHEN d.lease_owner = r.owner THEN NULL ELSE d.lease_owner END,
+              lease_expires_at = CASE WHEN d.lease_owner = r.owner THEN NULL ELSE d.lease_expires_at END
+         FROM r
+        WHERE d.delivery_id = r.delivery_id
+        RETURNING d.delivery_id, d.attempt_count
+     )
+     INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at, duration_ms, status_code, error)
+     SELECT u.delivery_id, u.attempt_count, r.trigger, r.started_at, r.duration_ms, r.status_code, r.error
+       FROM u JOIN r USING (delivery_id)`,
+    [
+      records.map((r) => r.deliveryId),
+      records.map((r) => r.owner),
+      records.map((r) => r.trigger),
+      records.map((r) => r.startedAt),
+      records.map((r) => r.durationMs),
+      records.map((r) => r.statusCode),
+      records.map((r) => r.error),
+      records.map((r) => r.nextAttemptAt),
+      records.map((r) => r.gone),
+    ],
+  );
+}
+
+/** Hands claimed deliveries back unattempted (a stopping worker), so another replica takes them at once. */
+export async function releaseDeliveries(q: Queryable, owner: string, deliveryIds: readonly string[]): Promise<void> {
+  if (deliveryIds.length === 0) return;
+  await q.query(
+    `UPDATE webhooks.delivery SET lease_owner = NULL, lease_expires_at = NULL
+      WHERE delivery_id = ANY ($1::uuid[]) AND lease_owner = $2`,
+    [deliveryIds, owner],
+  );
+}
