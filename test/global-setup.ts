@@ -7,6 +7,7 @@ import { freePorts } from "./free-port.js";
 import { natsServer, natsServerBinary } from "./nats-server.js";
 import type { SharedSystemInfo } from "./shared-system.js";
 import { type System, startDistributedSystem, startEmbeddedSystem } from "./system.js";
+import { writeReceiverCertificate } from "./webhook-receiver.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -18,6 +19,12 @@ declare module "vitest" {
     templateDatabase: string;
     /** A file holding the embedded database with every schema migrated, for in-memory test databases. */
     embeddedTemplate: string;
+    /**
+     * Where test/webhooks.test.ts runs its HTTPS receiver: the one port the shared systems' delivery
+     * may reach on loopback (WEBHOOK_ALLOW_TARGETS), and the folder of its certificate, which they
+     * trust (WEBHOOK_CA_FILE).
+     */
+    webhookReceiver: { port: number; certDir: string };
   }
 }
 
@@ -55,11 +62,20 @@ export default async function setup(project: TestProject): Promise<() => Promise
   );
 
   const templateDir = await mkdtemp(join(tmpdir(), "replay-test-template-"));
+  writeReceiverCertificate(templateDir);
+  const [receiverPort] = (await freePorts(1)) as [number];
+  // A short schedule and timeout, so that retries, exhaustion and a hanging receiver fit in a test.
+  const webhookEnv = {
+    WEBHOOK_ALLOW_TARGETS: `127.0.0.1:${receiverPort}`,
+    WEBHOOK_CA_FILE: join(templateDir, "cert.pem"),
+    WEBHOOK_RETRY_SCHEDULE: "0,300ms,300ms",
+    WEBHOOK_TIMEOUT_MS: "2000",
+  };
   const embeddedTemplate = join(templateDir, "embedded.tar");
   const [started, postgresTemplate] = await Promise.all([
     Promise.allSettled([
-      startEmbeddedSystem(),
-      distributed ? startDistributedSystem({ gateways: 2, natsUrl }) : Promise.resolve(undefined),
+      startEmbeddedSystem(webhookEnv),
+      distributed ? startDistributedSystem({ gateways: 2, natsUrl, env: webhookEnv }) : Promise.resolve(undefined),
     ]),
     process.env.DATABASE_URL ? createPostgresTemplate(process.env.DATABASE_URL) : undefined,
     writeEmbeddedTemplate(embeddedTemplate),
@@ -79,6 +95,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("natsUrl", natsUrl);
   project.provide("templateDatabase", postgresTemplate?.name ?? "");
   project.provide("embeddedTemplate", embeddedTemplate);
+  project.provide("webhookReceiver", { port: receiverPort, certDir: templateDir });
   project.provide("systems", systems.map(describeSystem));
 
   return async () => {

@@ -55,6 +55,8 @@ export type System = {
   stdout(): string;
   /** Fault tests: SIGKILLs one process ("servers", "gateway-0", ...) and waits for it to die. */
   kill(name: string): Promise<void>;
+  /** Fault tests: starts a killed process again and waits until the first gateway is ready again. */
+  restart(name: string): Promise<void>;
   /** SIGTERM everything, wait for exits, drop the database; resolves to each process's exit code. */
   stop(): Promise<(number | null)[]>;
   [Symbol.asyncDispose](): Promise<void>;
@@ -72,22 +74,42 @@ export function distributedSkipReason(): string | undefined {
   return undefined;
 }
 
-type Proc = { name: string; child: ChildProcess; output: string[]; stdout: string[] };
+type Proc = {
+  name: string;
+  child: ChildProcess;
+  output: string[];
+  stdout: string[];
+  /** Starts the same process again (fault tests), keeping its name and output. */
+  relaunch(): void;
+};
 
 function launch(name: string, args: string[], env: Record<string, string>, nodeArgs: readonly string[] = []): Proc {
-  const child = spawn(process.execPath, [...nodeArgs, entry, ...args], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "warn", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const proc: Proc = { name, child, output: [], stdout: [] };
+  const spawnChild = () =>
+    spawn(process.execPath, [...nodeArgs, entry, ...args], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "warn", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
   const keep = (lines: string[]) => (chunk: Buffer) => {
     lines.push(chunk.toString());
     if (lines.length > 400) lines.shift();
   };
-  child.stdout?.on("data", keep(proc.output));
-  child.stdout?.on("data", keep(proc.stdout));
-  child.stderr?.on("data", keep(proc.output));
+  const attach = (proc: Proc) => {
+    proc.child.stdout?.on("data", keep(proc.output));
+    proc.child.stdout?.on("data", keep(proc.stdout));
+    proc.child.stderr?.on("data", keep(proc.output));
+  };
+  const proc: Proc = {
+    name,
+    child: spawnChild(),
+    output: [],
+    stdout: [],
+    relaunch() {
+      proc.child = spawnChild();
+      attach(proc);
+    },
+  };
+  attach(proc);
   return proc;
 }
 
@@ -176,6 +198,13 @@ function system(
         proc.child.once("exit", () => resolve());
         proc.child.kill("SIGKILL");
       });
+    },
+    async restart(name) {
+      const proc = procs.find((p) => p.name === name);
+      if (!proc) throw new Error(`no process ${name}`);
+      if (proc.child.exitCode === null && proc.child.signalCode === null) throw new Error(`${name} is still running`);
+      proc.relaunch();
+      await waitReady(`${gatewayUrls[0]}/readyz`, procs);
     },
     stop,
     async [Symbol.asyncDispose]() {

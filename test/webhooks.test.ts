@@ -1,0 +1,359 @@
+import { randomUUID } from "node:crypto";
+import { ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { AssetState, RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
+import { verifyWebhookSignature } from "../services/webhooks/delivery/signature.js";
+import { expectProblem } from "./expect.js";
+import { provisionTenant, type Res, send, sendSigned } from "./http.js";
+import { pollUntil } from "./poll.js";
+import { grpcCheckIn } from "./recorder.js";
+import { sharedSystems } from "./shared-system.js";
+import { startEmbeddedSystem } from "./system.js";
+import { useSystem } from "./use-system.js";
+import { type ReceivedRequest, startWebhookReceiver, type WebhookReceiver } from "./webhook-receiver.js";
+
+// Webhooks through the gateway (spec "Webhooks", "Events", "Delivery"; decisions.md §6), in both run
+// modes, delivered to a real HTTPS receiver. The shared systems run WEBHOOK_RETRY_SCHEDULE
+// 0,300ms,300ms and WEBHOOK_TIMEOUT_MS 2000 (test/global-setup.ts).
+
+const EVENTS = [
+  "collection.finalized",
+  "collection.released",
+  "collection.revoked",
+  "asset.processing",
+  "asset.ready",
+  "asset.failed",
+  "asset.expired",
+  "asset.deleted",
+];
+const SCHEDULE_ATTEMPTS = 3;
+const TIMEOUT_MS = 2000;
+const TIMESTAMP_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+let receiver: WebhookReceiver;
+beforeAll(async () => {
+  receiver = await startWebhookReceiver(inject("webhookReceiver"));
+});
+afterAll(async () => {
+  await receiver?.close();
+});
+
+type Delivery = {
+  id: string;
+  subscription_id: string;
+  event_id: string;
+  event: string;
+  status: string;
+  retry_count: number;
+  attempts: { attempt: number; trigger: string; status_code: number | null; error: string | null }[];
+  last_status_code: number | null;
+  last_error: string | null;
+  next_attempt_at: string | null;
+};
+
+describe.each(sharedSystems())("webhooks ($mode mode)", (sys) => {
+  const recording = createClient(RecordingService, createGrpcTransport({ baseUrl: sys.internalUrl }));
+
+  async function tenant() {
+    const t = await provisionTenant(sys, { rateLimitRps: 5000, rateLimitBurst: 5000, serverLimit: 100n });
+    const signed = (method: string, path: string, body?: unknown) =>
+      sendSigned(sys.baseUrl, t.signer, method, path, { body });
+    async function subscribe(url: string, events: string[]): Promise<{ id: string; secret: string }> {
+      const res = await signed("POST", "/v1/webhooks", { url, events });
+      expect(res.status, res.text).toBe(201);
+      return res.body;
+    }
+    /** A finished replay (collection.finalized) on a server of its own. */
+    async function finishedReplay(): Promise<{ serverId: string; replayId: string }> {
+      const created = await send(sys.baseUrl, "POST", "/v1/api/servers", {
+        headers: t.bearer(),
+        body: { name: `srv-${randomUUID().slice(0, 8)}` },
+      });
+      expect(created.status, created.text).toBe(201);
+      const serverId: string = created.body.serverId;
+      await grpcCheckIn(sys.internalUrl, serverId, { pluginVersion: "1.0.0" });
+      const started = await pollUntil(
+        () => recording.startRecording({ serverId }).catch((err) => ConnectError.from(err)),
+        (r) => !(r instanceof ConnectError),
+        10_000,
+      );
+      const { replayId } = started as { replayId: string };
+      await recording.finishRecording({ replayId, sizeBytes: 1024n, formatVersion: 1 });
+      return { serverId, replayId };
+    }
+    async function deliveries(subscriptionId: string, query = "?page_size=100"): Promise<Delivery[]> {
+      const res = await signed("GET", `/v1/webhooks/${subscriptionId}/deliveries${query}`);
+      expect(res.status, res.text).toBe(200);
+      return res.body.results;
+    }
+    async function waitDelivery(subscriptionId: string, done: (d: Delivery) => boolean, timeoutMs = 15_000) {
+      const found = await pollUntil(
+        async () => (await deliveries(subscriptionId)).find(done),
+        (d) => d !== undefined,
+        timeoutMs,
+        100,
+      );
+      return found as Delivery;
+    }
+    return { ...t, signed, subscribe, finishedReplay, deliveries, waitDelivery };
+  }
+
+  it("creates, lists and deletes subscriptions; the secret is shown once; another tenant sees none of them", async () => {
+    const t = await tenant();
+    const url = receiver.url(receiver.newPath());
+    const res = await t.signed("POST", "/v1/webhooks", { url, events: ["asset.ready", "collection.finalized"] });
+    expect(res.status, res.text).toBe(201);
+    expect(Object.keys(res.body).sort()).toEqual(["createdAt", "events", "id", "secret", "url"]);
+    expect(res.body.secret).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
+    expect(res.body.createdAt).toMatch(TIMESTAMP_MS);
+    expect(res.body.events).toEqual(["asset.ready", "collection.finalized"]);
+
+    const list = await t.signed("GET", "/v1/webhooks");
+    expect(list.status).toBe(200);
+    expect(list.body).toEqual({
+      subscriptions: [{ id: res.body.id, url, events: res.body.events, createdAt: res.body.createdAt }],
+    });
+    expect(list.text).not.toContain(res.body.secret);
+
+    const other = await tenant();
+    expect((await other.signed("GET", "/v1/webhooks")).body).toEqual({ subscriptions: [] });
+    expectProblem(await other.signed("DELETE", `/v1/webhooks/${res.body.id}`), 404, "SUBSCRIPTION_NOT_FOUND");
+    expectProblem(await other.signed("GET", `/v1/webhooks/${res.body.id}/deliveries`), 404, "SUBSCRIPTION_NOT_FOUND");
+
+    expect((await t.signed("DELETE", `/v1/webhooks/${res.body.id.toUpperCase()}`)).status).toBe(204);
+    expectProblem(await t.signed("DELETE", `/v1/webhooks/${res.body.id}`), 404, "SUBSCRIPTION_NOT_FOUND");
+    expectProblem(await t.signed("DELETE", "/v1/webhooks/not-a-uuid"), 404, "SUBSCRIPTION_NOT_FOUND");
+    expect((await t.signed("GET", "/v1/webhooks")).body).toEqual({ subscriptions: [] });
+  });
+
+  it.each([
+    ["http://hooks.example.com/x", "url", /https/],
+    ["https://user:pw@hooks.example.com/x", "url", /user-info/],
+    [`https://hooks.example.com/${"a".repeat(2030)}`, "url", /2048/],
+    ["https://127.0.0.1:1/x", "url", /loopback/],
+    ["https://2130706433/x", "url", /loopback/],
+    ["https://[::1]/x", "url", /loopback/],
+    ["https://[::ffff:10.0.0.1]/x", "url", /private/],
+    ["https://169.254.169.254/latest/meta-data", "url", /link-local/],
+    ["https://100.64.0.1/x", "url", /CGNAT|shared/i],
+    ["https://localhost:1/x", "url", /loopback/],
+  ])("refuses the url %s with 422 VALIDATION_ERROR for url, storing nothing", async (url, field, detail) => {
+    const t = await tenant();
+    const res = await t.signed("POST", "/v1/webhooks", { url, events: ["asset.ready"] });
+    expectProblem(res, 422, "VALIDATION_ERROR");
+    expect(res.body.errors).toEqual([{ field, code: "VALIDATION_ERROR", detail: expect.stringMatching(detail) }]);
+    expect((await t.signed("GET", "/v1/webhooks")).body).toEqual({ subscriptions: [] });
+  });
+
+  it("refuses events that are not 1 to 32 unique names of the eight (matched exactly) and wrong JSON types, listing the valid names", async () => {
+    const t = await tenant();
+    const url = receiver.url(receiver.newPath());
+    for (const events of [[], ["asset.ready", "asset.ready"], ["Asset.ready"], [" asset.ready"], ["replay.created"]]) {
+      const res = await t.signed("POST", "/v1/webhooks", { url, events });
+      expectProblem(res, 422, "VALIDATION_ERROR");
+      expect(res.body.errors.map((e: { field: string }) => e.field)).toEqual(["events"]);
+      if (events.length !== 2) for (const name of EVENTS) expect(res.text).toContain(name);
+    }
+    const wrongTypes = await t.signed("POST", "/v1/webhooks", { url: 5, events: "asset.ready" });
+    expectProblem(wrongTypes, 422, "VALIDATION_ERROR");
+    expect(wrongTypes.body.errors.map((e: { field: string }) => e.field)).toEqual(["url", "events"]);
+    expectProblem(await t.signed("POST", "/v1/webhooks", { url, events: [1] }), 422, "VALIDATION_ERROR");
+    expectProblem(await t.signed("POST", "/v1/webhooks", ["not", "an", "object"]), 400, "INVALID_BODY");
+    expect((await t.signed("GET", "/v1/webhooks")).body).toEqual({ subscriptions: [] });
+  });
+
+  it("delivers a signed POST of each subscribed event to every subscription naming it, and to no other", async () => {
+    const t = await tenant();
+    const [finalizedPath, otherPath, foreignPath] = [receiver.newPath(), receiver.newPath(), receiver.newPath()];
+    const sub = await t.subscribe(receiver.url(finalizedPath), ["collection.finalized"]);
+    await t.subscribe(receiver.url(otherPath), ["asset.failed"]);
+    const foreign = await tenant();
+    await foreign.subscribe(receiver.url(foreignPath), [...EVENTS]);
+
+    const { serverId, replayId } = await t.finishedReplay();
+    const [req] = (await receiver.waitForRequests(finalizedPath, 1)) as [ReceivedRequest];
+    expect(req.headers["content-type"]).toBe("application/json");
+    expect(req.headers["user-agent"]).toBe("ReplayService-Webhooks/1");
+    expect(req.headers["x-fv-event"]).toBe("collection.finalized");
+    expect(verifyWebhookSignature(sub.secret, req.headers, req.raw)).toBe(true);
+    expect(verifyWebhookSignature(`${sub.secret}x`, req.headers, req.raw)).toBe(false);
+    const body = req.json as Record<string, any>;
+    expect(Object.keys(body).sort()).toEqual(["created_at", "data", "event", "event_id", "tenant_id"]);
+    expect(body).toMatchObject({ event: "collection.finalized", tenant_id: t.tenantId });
+    expect(req.headers["x-fv-event-id"]).toBe(body.event_id);
+    expect(body.created_at).toMatch(TIMESTAMP_MS);
+    expect(body.data.collection).toMatchObject({
+      id: replayId,
+      replay_id: replayId,
+      server_id: serverId,
+      state: "finalized",
+      status: "processing",
+      visibility: "staff",
+      size_bytes: 1024,
+      format_version: 1,
+    });
+
+    const d = await t.waitDelivery(sub.id, (x) => x.status === "succeeded");
+    expect(d).toMatchObject({ event_id: body.event_id, retry_count: 0, last_status_code: 200, last_error: null });
+    expect(d.attempts).toEqual([
+      expect.objectContaining({ attempt: 1, trigger: "automatic", status_code: 200, error: null }),
+    ]);
+    const one = await t.signed("GET", `/v1/webhooks/deliveries/${d.id}`);
+    expect(one.body).toEqual(d);
+    expectProblem(await foreign.signed("GET", `/v1/webhooks/deliveries/${d.id}`), 404, "DELIVERY_NOT_FOUND");
+    expectProblem(await t.signed("GET", `/v1/webhooks/deliveries/${randomUUID()}`), 404, "DELIVERY_NOT_FOUND");
+
+    // Another finished replay proves the pipeline ran past the first event; neither other path got anything.
+    await t.finishedReplay();
+    await receiver.waitForRequests(finalizedPath, 2);
+    expect(receiver.requests(otherPath)).toEqual([]);
+    expect(receiver.requests(foreignPath)).toEqual([]);
+  });
+
+  it("retries a failing receiver on the schedule, then fails; a manual replay re-sends the same body and counts; a succeeded delivery is not replayable", async () => {
+    const t = await tenant();
+    const path = receiver.newPath();
+    receiver.behave(path, { status: 500 });
+    const sub = await t.subscribe(receiver.url(path), ["collection.finalized"]);
+    await t.finishedReplay();
+    const failed = await t.waitDelivery(sub.id, (d) => d.status === "failed");
+    expect(failed.attempts.map((a) => [a.attempt, a.trigger, a.status_code, a.error])).toEqual(
+      [3, 2, 1].map((n) => [n, "automatic", 500, "HTTP 500"]),
+    );
+    expect(failed).toMatchObject({ last_status_code: 500, last_error: "HTTP 500", next_attempt_at: null });
+    expect(receiver.requests(path)).toHaveLength(SCHEDULE_ATTEMPTS);
+
+    expectProblem(
+      await send(sys.baseUrl, "POST", `/v1/webhooks/deliveries/${failed.id}/replay`, {
+        headers: t.bearer((await t.mintKey(["replays:read"])).key),
+      }),
+      403,
+      "INSUFFICIENT_SCOPE",
+    );
+    const other = await tenant();
+    expectProblem(
+      await send(sys.baseUrl, "POST", `/v1/webhooks/deliveries/${failed.id}/replay`, { headers: other.bearer() }),
+      404,
+      "DELIVERY_NOT_FOUND",
+    );
+
+    receiver.behave(path, { status: 204 });
+    const replay = await send(sys.baseUrl, "POST", `/v1/webhooks/deliveries/${failed.id}/replay`, {
+      headers: t.bearer(),
+    });
+    expect(replay.status, replay.text).toBe(202);
+    expect(replay.body).toMatchObject({ id: failed.id, retry_count: 1, status: "pending" });
+    const resent = (await receiver.waitForRequests(path, SCHEDULE_ATTEMPTS + 1)).at(-1) as ReceivedRequest;
+    const first = receiver.requests(path)[0] as ReceivedRequest;
+    expect(resent.raw.equals(first.raw)).toBe(true);
+    expect(verifyWebhookSignature(sub.secret, resent.headers, resent.raw)).toBe(true);
+    const done = await t.waitDelivery(sub.id, (d) => d.status === "succeeded");
+    expect(done).toMatchObject({ retry_count: 1, last_status_code: 204, last_error: null, next_attempt_at: null });
+    expect(done.attempts[0]).toMatchObject({ attempt: 4, trigger: "manual", status_code: 204 });
+    expectProblem(
+      await send(sys.baseUrl, "POST", `/v1/webhooks/deliveries/${failed.id}/replay`, { headers: t.bearer() }),
+      409,
+      "DELIVERY_NOT_REPLAYABLE",
+    );
+  });
+
+  it("stops at once on a 410, and never follows a redirect", async () => {
+    const t = await tenant();
+    const [gonePath, redirectPath, targetPath] = [receiver.newPath(), receiver.newPath(), receiver.newPath()];
+    receiver.behave(gonePath, { status: 410 });
+    receiver.behave(redirectPath, { status: 307, headers: { location: receiver.url(targetPath) } });
+    const gone = await t.subscribe(receiver.url(gonePath), ["collection.finalized"]);
+    const redirect = await t.subscribe(receiver.url(redirectPath), ["collection.finalized"]);
+    await t.finishedReplay();
+    const stopped = await t.waitDelivery(gone.id, (d) => d.status === "failed");
+    expect(stopped).toMatchObject({ last_status_code: 410, next_attempt_at: null });
+    expect(stopped.attempts).toHaveLength(1);
+    const redirected = await t.waitDelivery(redirect.id, (d) => d.status === "failed");
+    expect(redirected.attempts.map((a) => a.error)).toEqual(Array(SCHEDULE_ATTEMPTS).fill("redirect not followed"));
+    expect(receiver.requests(targetPath)).toEqual([]);
+    expect((await t.signed("GET", "/v1/webhooks")).body.subscriptions).toHaveLength(2);
+  });
+
+  it("pages the delivery log newest first with tokens bound to the subscription", async () => {
+    const t = await tenant();
+    const path = receiver.newPath();
+    const sub = await t.subscribe(receiver.url(path), ["collection.finalized"]);
+    const otherSub = await t.subscribe(receiver.url(receiver.newPath()), ["asset.failed"]);
+    for (let i = 0; i < 5; i++) await t.finishedReplay();
+    await pollUntil(
+      () => t.deliveries(sub.id),
+      (all) => all.length === 5,
+      15_000,
+    );
+    const all = await t.deliveries(sub.id);
+    const seen: string[] = [];
+    let token = "";
+    let pages = 0;
+    do {
+      const res: Res = await t.signed(
+        "GET",
+        `/v1/webhooks/${sub.id}/deliveries?page_size=2${token ? `&page_token=${token}` : ""}`,
+      );
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.page_size).toBe(2);
+      seen.push(...res.body.results.map((d: Delivery) => d.id));
+      token = res.body.next_page_token;
+      if (pages === 0) {
+        expectProblem(
+          await t.signed("GET", `/v1/webhooks/${otherSub.id}/deliveries?page_token=${token}`),
+          400,
+          "INVALID_PAGE_TOKEN",
+        );
+      }
+      pages++;
+    } while (token !== "");
+    expect(pages).toBe(3);
+    expect(seen).toEqual(all.map((d) => d.id));
+    expectProblem(await t.signed("GET", `/v1/webhooks/${sub.id}/deliveries?page_size=0`), 400, "INVALID_PAGE_SIZE");
+    expectProblem(await t.signed("GET", `/v1/webhooks/${sub.id}/deliveries?page_token=abc`), 400, "INVALID_PAGE_TOKEN");
+    expectProblem(await t.signed("GET", `/v1/webhooks/${randomUUID()}/deliveries`), 404, "SUBSCRIPTION_NOT_FOUND");
+  });
+
+  it("keeps another subscription's pace while one receiver hangs for the whole timeout", async () => {
+    const t = await tenant();
+    const [hangPath, livePath] = [receiver.newPath(), receiver.newPath()];
+    receiver.behave(hangPath, { hang: true });
+    await t.subscribe(receiver.url(hangPath), [...EVENTS]);
+    await t.subscribe(receiver.url(livePath), [...EVENTS]);
+    // More events than one subscription may have in flight (16): the hanging receiver fills its slots.
+    const replays = await Promise.all(Array.from({ length: 6 }, () => t.finishedReplay()));
+    await Promise.all(
+      replays.map(async ({ replayId }) => {
+        await recording.setAssetState({ replayId, state: AssetState.PROCESSING });
+        await recording.setAssetState({ replayId, state: AssetState.READY });
+        await recording.releaseCollection({ replayId });
+      }),
+    );
+    const live = await receiver.waitForRequests(livePath, 24, 20_000);
+    await receiver.waitForRequests(hangPath, 16, 20_000);
+    // Every live delivery arrived well before a hanging attempt could have timed out and freed a slot.
+    const delays = live.map((r) => r.at - Date.parse((r.json as { created_at: string }).created_at));
+    expect(Math.max(...delays), `delays ${delays.join(", ")} ms`).toBeLessThan(TIMEOUT_MS);
+  });
+});
+
+describe("webhooks with WEBHOOK_DELIVERY=off (embedded mode)", () => {
+  const system = useSystem(() => startEmbeddedSystem({ WEBHOOK_DELIVERY: "off" }));
+
+  it("refuses subscriptions with 503 WEBHOOK_DELIVERY_UNCONFIGURED before any other check, storing nothing", async () => {
+    const sys = system();
+    const t = await provisionTenant(sys);
+    for (const body of [
+      { url: "https://hooks.example.com/x", events: ["asset.ready"] },
+      { url: "http://127.0.0.1/x", events: ["nope"] },
+    ]) {
+      expectProblem(
+        await sendSigned(sys.baseUrl, t.signer, "POST", "/v1/webhooks", { body }),
+        503,
+        "WEBHOOK_DELIVERY_UNCONFIGURED",
+      );
+    }
+    expect((await sendSigned(sys.baseUrl, t.signer, "GET", "/v1/webhooks")).body).toEqual({ subscriptions: [] });
+  });
+});
