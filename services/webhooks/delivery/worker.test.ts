@@ -1,0 +1,167 @@
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from "vitest";
+import { type TestDb, testDbModes } from "../../../lib/db/_testing.js";
+import type { Db } from "../../../lib/db/types.js";
+import { startWorker, type Worker } from "../../../lib/worker/worker.js";
+import { pollUntil } from "../../../test/poll.js";
+import { startWebhookReceiver, type WebhookReceiver } from "../../../test/webhook-receiver.js";
+import * as store from "../store.js";
+import { createDeliveryClient } from "./client.js";
+import { parseAllowTargets } from "./target.js";
+import { type DeliveryWorkerDeps, deliveryWorker } from "./worker.js";
+
+// The delivery worker against a real database (both modes) and a real HTTPS receiver: leases across
+// replicas, the per-subscription cap, a dead replica's deliveries, and the drain on stop.
+
+const certDir = inject("webhookReceiver").certDir;
+let receiver: WebhookReceiver;
+beforeAll(async () => {
+  receiver = await startWebhookReceiver({ certDir });
+});
+afterAll(() => receiver?.close());
+
+describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
+  let testDb: TestDb;
+  let db: Db;
+  beforeAll(async () => {
+    testDb = await open("webhooks");
+    db = testDb.db;
+  });
+  afterAll(() => testDb[Symbol.asyncDispose]());
+
+  function worker(overrides: Partial<DeliveryWorkerDeps> = {}): Worker {
+    const timeoutMs = overrides.timeoutMs ?? 2_000;
+    const client = createDeliveryClient({
+      timeoutMs,
+      allowTargets: parseAllowTargets([`127.0.0.1:${receiver.port}`]),
+      extraCaPem: readFileSync(join(certDir, "cert.pem"), "utf8"),
+    });
+    const w = startWorker(
+      deliveryWorker({ db, client, retryScheduleMs: [0, 100], timeoutMs, intervalMs: 100, ...overrides }),
+    );
+    // A test that fails leaves no replica behind to claim the next test's deliveries.
+    onTestFinished(() => w.stop(100));
+    return w;
+  }
+
+  /** A subscription to every event at a fresh receiver path, and `events` events fanned out to it. */
+  async function subscriptionWith(events: number): Promise<{ subscriptionId: string; path: string }> {
+    const tenantId = randomUUID();
+    const path = receiver.newPath();
+    const subscriptionId = randomUUID();
+    await store.insertSubscription(db, {
+      subscriptionId,
+      tenantId,
+      url: receiver.url(path),
+      events: ["asset.ready"],
+      secret: "whsec_test",
+    });
+    for (let i = 0; i < events; i++) {
+      await db.transaction((tx) =>
+        store.insertDeliveries(tx, {
+          tenantId,
+          eventId: randomUUID(),
+          event: "asset.ready",
+          body: JSON.stringify({ n: i }),
+          firstAttemptAt: new Date(),
+        }),
+      );
+    }
+    return { subscriptionId, path };
+  }
+
+  async function statuses(subscriptionId: string): Promise<Record<string, number>> {
+    const { rows } = await db.query<{ status: string; n: number }>(
+      "SELECT status, count(*)::int AS n FROM webhooks.delivery WHERE subscription_id = $1 GROUP BY status",
+      [subscriptionId],
+    );
+    return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+  }
+
+  it("three replicas send every delivery exactly once, one attempt each", async () => {
+    const subs = await Promise.all(Array.from({ length: 3 }, () => subscriptionWith(20)));
+    const replicas = [worker(), worker(), worker()];
+    for (const { subscriptionId } of subs) {
+      await pollUntil(
+        () => statuses(subscriptionId),
+        (s) => s.succeeded === 20,
+        20_000,
+      ).catch(async (err) => {
+        const { rows } = await db.query("SELECT last_error, count(*) FROM webhooks.delivery GROUP BY 1");
+        throw new Error(`${err.message} ${JSON.stringify(rows)}`);
+      });
+    }
+    for (const { path } of subs) {
+      const ids = receiver.requests(path).map((r) => r.headers["x-fv-event-id"]);
+      expect(ids).toHaveLength(20);
+      expect(new Set(ids).size).toBe(20);
+    }
+    const { rows } = await db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM webhooks.attempt a JOIN webhooks.delivery d USING (delivery_id) WHERE d.subscription_id = ANY($1::uuid[])",
+      [subs.map((s) => s.subscriptionId)],
+    );
+    expect(rows[0]?.n).toBe(60);
+    await Promise.all(replicas.map((w) => w.stop()));
+  });
+
+  it("lets a hanging receiver hold its subscription's slots only, while another subscription's deliveries go through", async () => {
+    const hanging = await subscriptionWith(10);
+    receiver.behave(hanging.path, { hang: true });
+    const w = worker({ maxInFlight: 4, perSubscription: 2, timeoutMs: 3_000 });
+    // Two hanging attempts take two of the four slots for the whole timeout...
+    await receiver.waitForRequests(hanging.path, 2, 5_000);
+    const live = await subscriptionWith(12);
+    const startedAt = Date.now();
+    await pollUntil(
+      () => statuses(live.subscriptionId),
+      (s) => s.succeeded === 12,
+      10_000,
+    );
+    // ...and the live subscription's twelve went through the other two before any hanging attempt timed out.
+    expect(Date.now() - startedAt).toBeLessThan(2_500);
+    expect(receiver.requests(hanging.path)).toHaveLength(2);
+    await w.stop(100);
+  });
+
+  it("attempts a delivery again once the lease of a replica that died mid-attempt runs out", async () => {
+    const { subscriptionId, path } = await subscriptionWith(1);
+    // A replica claims the delivery and dies before recording anything.
+    const claimed = await store.claimDeliveries(db, {
+      owner: "dead-replica",
+      leaseMs: 500,
+      perSubscription: 16,
+      limit: 10,
+    });
+    expect(claimed.map((c) => c.body)).toContain(JSON.stringify({ n: 0 }));
+    const w = worker();
+    await pollUntil(
+      () => statuses(subscriptionId),
+      (s) => s.succeeded === 1,
+      10_000,
+    );
+    expect(receiver.requests(path)).toHaveLength(1);
+    await w.stop();
+  });
+
+  it("on stop, finishes and records the attempts in flight, and hands back those that outlast the drain", async () => {
+    const slow = await subscriptionWith(2);
+    receiver.behave(slow.path, { delayMs: 300 });
+    const w = worker();
+    await receiver.waitForRequests(slow.path, 2, 5_000);
+    await w.stop();
+    expect(await statuses(slow.subscriptionId)).toEqual({ succeeded: 2 });
+
+    const stuck = await subscriptionWith(1);
+    receiver.behave(stuck.path, { hang: true });
+    const w2 = worker({ timeoutMs: 10_000 });
+    await receiver.waitForRequests(stuck.path, 1, 5_000);
+    await w2.stop(200);
+    const { rows } = await db.query<{ lease_owner: string | null; attempt_count: number; status: string }>(
+      "SELECT lease_owner, attempt_count, status FROM webhooks.delivery WHERE subscription_id = $1",
+      [stuck.subscriptionId],
+    );
+    expect(rows).toEqual([{ lease_owner: null, attempt_count: 0, status: "pending" }]);
+  });
+});
