@@ -20,11 +20,11 @@ declare module "vitest" {
     /** A file holding the embedded database with every schema migrated, for in-memory test databases. */
     embeddedTemplate: string;
     /**
-     * Where test/webhooks.test.ts runs its HTTPS receiver: the one port the shared systems' delivery
-     * may reach on loopback (WEBHOOK_ALLOW_TARGETS), and the folder of its certificate, which they
-     * trust (WEBHOOK_CA_FILE).
+     * Where test/webhooks.test.ts runs its HTTPS receiver (`port`) and test/readme.test.ts the
+     * README's example receiver (`examplePort`): the two ports the shared systems' delivery may reach
+     * on loopback (WEBHOOK_ALLOW_TARGETS), and the folder of the certificate they trust (WEBHOOK_CA_FILE).
      */
-    webhookReceiver: { port: number; certDir: string };
+    webhookReceiver: { port: number; certDir: string; examplePort: number };
   }
 }
 
@@ -63,10 +63,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
 
   const templateDir = await mkdtemp(join(tmpdir(), "replay-test-template-"));
   writeReceiverCertificate(templateDir);
-  const [receiverPort] = (await freePorts(1)) as [number];
+  const [receiverPort, examplePort] = (await freePorts(2)) as [number, number];
   // A short schedule and timeout, so that retries, exhaustion and a hanging receiver fit in a test.
   const webhookEnv = {
-    WEBHOOK_ALLOW_TARGETS: `127.0.0.1:${receiverPort}`,
+    WEBHOOK_ALLOW_TARGETS: `127.0.0.1:${receiverPort},127.0.0.1:${examplePort}`,
     WEBHOOK_CA_FILE: join(templateDir, "cert.pem"),
     WEBHOOK_RETRY_SCHEDULE: "0,300ms,300ms",
     WEBHOOK_TIMEOUT_MS: "2000",
@@ -95,7 +95,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("natsUrl", natsUrl);
   project.provide("templateDatabase", postgresTemplate?.name ?? "");
   project.provide("embeddedTemplate", embeddedTemplate);
-  project.provide("webhookReceiver", { port: receiverPort, certDir: templateDir });
+  project.provide("webhookReceiver", { port: receiverPort, certDir: templateDir, examplePort });
   project.provide("systems", systems.map(describeSystem));
 
   return async () => {
