@@ -16,6 +16,16 @@ export type BusMessage = {
 /** Applies one event; a rejection asks for redelivery (durable) or is logged (broadcast). */
 export type BusHandler = (msg: BusMessage) => Promise<void>;
 
+export type SubscribeOptions = {
+  /**
+   * How many messages of one subject a process may handle at once (default 1: in order). Only for
+   * handlers that commute, whose effects do not depend on the order events of a subject arrive in.
+   * The JetStream adapter honours it; the embedded bus, whose cursor moves in order, handles one at
+   * a time.
+   */
+  concurrency?: number;
+};
+
 /**
  * The event bus of ARCHITECTURE.md §Events. Two adapters implement it: JetStream (`nats.ts`) for
  * the distributed mode and the embedded one (`embedded.ts`), whose durables read the producers'
@@ -25,7 +35,12 @@ export interface Bus {
   /** Publishes durably: resolves once the broker has stored it; the same eventId published twice is stored once. */
   publish(subject: string, eventId: string, data: Uint8Array): Promise<void>;
   /** A durable, shared consumer (at-least-once; the message is acked only after handler resolves, redelivered after a throw, with backoff). Several processes subscribing with the same durable name share the work. Resolves to a stop function that waits for the in-flight handler. */
-  subscribe(durable: string, subjects: readonly string[], handler: BusHandler): Promise<() => Promise<void>>;
+  subscribe(
+    durable: string,
+    subjects: readonly string[],
+    handler: BusHandler,
+    options?: SubscribeOptions,
+  ): Promise<() => Promise<void>>;
   /** Every process gets every message published from now on (used by gateway replicas for key revocations); no durability. */
   broadcast(subjects: readonly string[], handler: BusHandler): Promise<() => Promise<void>>;
   /** True when the broker is reachable (readiness). */

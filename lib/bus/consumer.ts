@@ -14,6 +14,8 @@ export type EventHandler<S extends EventSubject> = (tx: Tx, event: EventOf<S>) =
 export type Consumer = {
   durable: string;
   handlers: { [S in EventSubject]?: EventHandler<S> };
+  /** Events of one subject applied at once (SubscribeOptions): only for handlers that commute. */
+  concurrency?: number;
 };
 
 export type ConsumerDeps = {
@@ -30,9 +32,14 @@ export type ConsumerDeps = {
  */
 export function startConsumer(deps: ConsumerDeps, consumer: Consumer): Promise<() => Promise<void>> {
   const subjects = Object.keys(consumer.handlers) as EventSubject[];
-  return deps.bus.subscribe(consumer.durable, subjects, async (msg) => {
-    await applyEvent(deps, consumer, msg);
-  });
+  return deps.bus.subscribe(
+    consumer.durable,
+    subjects,
+    async (msg) => {
+      await applyEvent(deps, consumer, msg);
+    },
+    { concurrency: consumer.concurrency },
+  );
 }
 
 /**

@@ -44,6 +44,32 @@ describe.skipIf(!servers)("NATS JetStream bus (skipped: no NATS_URL and no nats-
     expect(await maxAge()).toBe(3_600_000 * 1_000_000);
   });
 
+  it("handles up to `concurrency` messages of one subject at once, acking each when its handler is done", async () => {
+    await using t = await createNatsTestBus(servers);
+    let running = 0;
+    let most = 0;
+    const done: string[] = [];
+    onTestFinished(
+      await t.bus.subscribe(
+        "concurrent",
+        ["replays.asset.ready"],
+        async (msg) => {
+          running++;
+          most = Math.max(most, running);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          running--;
+          done.push(msg.eventId);
+        },
+        { concurrency: 4 },
+      ),
+    );
+    const ids = Array.from({ length: 12 }, () => randomUUID());
+    for (const id of ids) await t.bus.publish("replays.asset.ready", id, new Uint8Array());
+    await waitFor("every message", () => done.length === ids.length);
+    expect(most).toBe(4);
+    expect([...done].sort()).toEqual([...ids].sort());
+  });
+
   it("keeps namespaces apart on one server", async () => {
     await using a = await createNatsTestBus(servers);
     await using b = await createNatsTestBus(servers);

@@ -124,7 +124,7 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
   // after a reconnect; a round also ends (and the worker starts another, re-creating the consumer)
   // when the iterator ends or reports the consumer gone, so that nothing short of stop() ends it.
   // A round that ended before delivering anything counts as failed, so restarts back off.
-  const startConsumeLoop = (stream: string, name: string, filter: string, handler: BusHandler) => {
+  const startConsumeLoop = (stream: string, name: string, filter: string, handler: BusHandler, concurrency: number) => {
     let stopping = false;
     let current: ConsumerMessages | undefined;
     let started = false;
@@ -139,6 +139,8 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
         const messages = await consumer.consume({ max_messages: pullBatch });
         current = messages;
         let delivered = 0;
+        // Up to `concurrency` handlers at once; each message is acked when its own handler is done.
+        const handling = new Set<Promise<void>>();
         try {
           if (stopping) await messages.close();
           void restartWhenGone(messages, name);
@@ -148,10 +150,13 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
               msg.nak();
               continue;
             }
-            await deliver(msg, handler);
+            const handled: Promise<void> = deliver(msg, handler).finally(() => handling.delete(handled));
+            handling.add(handled);
             delivered++;
+            if (handling.size >= concurrency) await Promise.race(handling);
           }
         } finally {
+          await Promise.all(handling);
           current = undefined;
         }
         if (stopping) return false;
@@ -198,7 +203,7 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
       if (ack.duplicate) log.debug({ subject, eventId }, "duplicate publish absorbed");
     },
 
-    async subscribe(durable, subjects, handler) {
+    async subscribe(durable, subjects, handler, options) {
       assertDurableName(durable);
       if (subjects.length === 0) throw new Error(`durable ${durable} subscribes to no subject`);
       const consumers = [...new Set(subjects)].map((pattern) => ({
@@ -208,7 +213,8 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
       }));
       // All consumers exist before any loop starts, so a failure leaves nothing running.
       for (const c of consumers) await ensureConsumer(c.stream, c.name, c.filter);
-      const loops = consumers.map((c) => startConsumeLoop(c.stream, c.name, c.filter, handler));
+      const concurrency = Math.min(Math.max(1, options?.concurrency ?? 1), pullBatch);
+      const loops = consumers.map((c) => startConsumeLoop(c.stream, c.name, c.filter, handler, concurrency));
       return track(async () => {
         await Promise.all(loops.map((stop) => stop()));
       });

@@ -29,6 +29,10 @@ export function createPgDb(options: PgOptions): Db {
     connectionString: options.url,
     max: options.poolMax ?? 10,
     application_name: options.applicationName ?? schema,
+    // Every statement here is short OLTP. JIT compiles a plan whose estimate crosses
+    // jit_above_cost (a young table's stale statistics suffice): the webhooks claim spent 340 ms
+    // compiling to run for 4 ms.
+    options: "-c jit=off",
     types,
   });
   // pg emits errors of idle clients on the pool; without a listener they crash the process.

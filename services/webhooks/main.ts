@@ -32,29 +32,29 @@ export const webhooksService: ServiceSpec = {
       dataDir: config.db.dataDir,
     });
     const allowTargets = parseAllowTargets(settings.allowTargets);
+    const extraCaPem = settings.caFile === undefined ? undefined : await readFile(settings.caFile, "utf8");
+    const worker = settings.delivery
+      ? deliveryWorker({
+          db,
+          client: createDeliveryClient({ timeoutMs: settings.timeoutMs, allowTargets, extraCaPem }),
+          retryScheduleMs: settings.retryScheduleMs,
+          timeoutMs: settings.timeoutMs,
+        })
+      : undefined;
+    const onQueued = () => worker?.wake();
     const webhooks = createWebhooksService({
       db,
       pageTokens: createPageTokens(key),
       delivery: settings.delivery,
       urls: { resolve: resolverWithin(systemResolver, SUBSCRIPTION_LOOKUP_MS), allowTargets },
+      onQueued,
     });
-    const extraCaPem = settings.caFile === undefined ? undefined : await readFile(settings.caFile, "utf8");
-    const workers = settings.delivery
-      ? [
-          deliveryWorker({
-            db,
-            client: createDeliveryClient({ timeoutMs: settings.timeoutMs, allowTargets, extraCaPem }),
-            retryScheduleMs: settings.retryScheduleMs,
-            timeoutMs: settings.timeoutMs,
-          }),
-        ]
-      : [];
     return {
       routes(router) {
         router.service(WebhooksService, webhooks);
       },
-      consumers: webhooksConsumers(settings.retryScheduleMs),
-      workers,
+      consumers: webhooksConsumers(settings.retryScheduleMs, onQueued),
+      workers: worker ? [worker] : [],
     };
   },
 };

@@ -26,6 +26,8 @@ export type WebhooksDeps = {
   delivery: boolean;
   /** How subscription URLs are resolved and vetted (decisions.md §6). */
   urls: { resolve: Resolver; allowTargets: AllowTargets };
+  /** Wakes this process's delivery worker once a manual attempt is queued. */
+  onQueued: () => void;
 };
 
 export const SUBSCRIPTION_EVENTS_MAX = 32;
@@ -207,6 +209,7 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
       const deliveryId = req.deliveryId.toLowerCase();
       const outcome = await db.transaction((tx) => store.updateDeliveryReplayed(tx, tenantId, deliveryId));
       if (!outcome) throw deliveryNotFound();
+      if (outcome.replayed) deps.onQueued();
       if (!outcome.replayed) {
         throw new DomainError("DELIVERY_NOT_REPLAYABLE", "the delivery already succeeded; it cannot be replayed");
       }

@@ -50,9 +50,6 @@ export async function deleteSubscription(q: Queryable, tenantId: string, subscri
   return rowCount > 0;
 }
 
-/** The channel a new or replayed delivery is announced on, so that a worker claims it at once. */
-export const deliveryChannel = "webhooks_delivery";
-
 /**
  * One event's fan-out: a delivery to every subscription of the tenant that names the event, all
  * carrying the same body. An event the bus delivers again adds nothing (one delivery per
@@ -70,7 +67,6 @@ export async function insertDeliveries(
      ON CONFLICT (subscription_id, event_id) DO NOTHING`,
     [d.tenantId, d.eventId, d.event, d.body, d.firstAttemptAt],
   );
-  if (rowCount > 0) await tx.query(`NOTIFY ${deliveryChannel}`);
   return rowCount;
 }
 
@@ -180,7 +176,6 @@ export async function updateDeliveryReplayed(
       RETURNING ${deliveryColumns}`,
     [deliveryId],
   );
-  await tx.query(`NOTIFY ${deliveryChannel}`);
   return { replayed: true, delivery: updated.rows[0] as DeliveryRow };
 }
 
@@ -191,6 +186,7 @@ const dueAt = "(CASE WHEN manual_queued > 0 THEN '-infinity'::timestamptz ELSE n
 /** A delivery claimed for one attempt, with what the attempt needs. */
 export type ClaimedDelivery = {
   delivery_id: string;
+  subscription_id: string;
   event_id: string;
   event: string;
   body: string;
@@ -204,39 +200,48 @@ export type ClaimedDelivery = {
 
 /**
  * Claims due deliveries for one attempt each under a lease (lib/worker/lease.ts's rules, with a
- * per-subscription cap): at most `limit` in all, soonest due first, and never more than
- * `perSubscription` in flight for one subscription across every replica, counting the leases held,
- * so that a receiver that hangs holds a few slots and never the worker. Each subscription is
- * probed through delivery_due_idx, so a backlog of one subscription is never scanned whole.
+ * per-subscription cap): at most `limit` in all, soonest due first, and at most `perSubscription`
+ * in flight for one subscription in this replica, counting those it has in flight already (`busy`),
+ * so that a receiver that hangs holds a few of its slots and never all of them. Each subscription
+ * is probed through delivery_due_idx, so a backlog of one subscription is never scanned whole.
  */
 export async function claimDeliveries(
   q: Queryable,
-  claim: { owner: string; leaseMs: number; perSubscription: number; limit: number },
+  claim: {
+    owner: string;
+    leaseMs: number;
+    perSubscription: number;
+    limit: number;
+    busy: ReadonlyMap<string, number>;
+  },
 ): Promise<ClaimedDelivery[]> {
   const { rows } = await q.query<ClaimedDelivery>(
-    `UPDATE webhooks.delivery AS d
+    `WITH busy AS (
+       SELECT * FROM unnest($5::uuid[], $6::int[]) AS b(subscription_id, n)
+     )
+     UPDATE webhooks.delivery AS d
         SET lease_owner = $1, lease_expires_at = now() + $2 * interval '1 millisecond'
        FROM (
          SELECT c.delivery_id, s.url, s.secret
            FROM webhooks.subscription s
+           LEFT JOIN busy b ON b.subscription_id = s.subscription_id
            CROSS JOIN LATERAL (
              SELECT x.delivery_id, ${dueAt} AS due
                FROM webhooks.delivery x
               WHERE x.subscription_id = s.subscription_id AND x.status = 'pending' AND ${dueAt} <= now()
                 AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
               ORDER BY ${dueAt}
-              LIMIT GREATEST($3 - (SELECT count(*) FROM webhooks.delivery y
-                                    WHERE y.subscription_id = s.subscription_id
-                                      AND y.lease_owner IS NOT NULL AND y.lease_expires_at > now()), 0)
-                FOR UPDATE SKIP LOCKED
+              LIMIT GREATEST($3 - COALESCE(b.n, 0), 0)
+                FOR UPDATE OF x SKIP LOCKED
            ) c
+          WHERE COALESCE(b.n, 0) < $3
           ORDER BY c.due
           LIMIT $4
        ) AS picked
       WHERE d.delivery_id = picked.delivery_id
-      RETURNING d.delivery_id, d.event_id, d.event, d.body, picked.url, picked.secret,
+      RETURNING d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, picked.url, picked.secret,
                 d.manual_queued > 0 AS manual, d.automatic_attempts`,
-    [claim.owner, claim.leaseMs, claim.perSubscription, claim.limit],
+    [claim.owner, claim.leaseMs, claim.perSubscription, claim.limit, [...claim.busy.keys()], [...claim.busy.values()]],
   );
   return rows;
 }
@@ -253,6 +258,15 @@ export async function nextDueInMs(q: Queryable): Promise<number | undefined> {
   );
   const ms = rows[0]?.ms;
   return ms === null || ms === undefined ? undefined : Math.max(0, Math.ceil(ms));
+}
+
+/**
+ * Lets the rest of the transaction commit without waiting for its WAL flush: for writes whose loss
+ * in a database crash only repeats work (an attempt record: the delivery stays leased and goes
+ * again), never for writes others act on at once.
+ */
+export async function setAsynchronousCommit(tx: Tx): Promise<void> {
+  await tx.query("SET LOCAL synchronous_commit = off");
 }
 
 /** One finished attempt, and what it decided for the delivery. */

@@ -11,6 +11,7 @@ const benchmarks: Record<string, () => Promise<Benchmark>> = {
   embedded: () => import("./embedded.js"),
   replays: () => import("./replays.js"),
   markers: () => import("./markers.js"),
+  webhooks: () => import("./webhooks.js"),
 };
 
 async function usage(): Promise<string> {

@@ -121,5 +121,5 @@ describe.skipIf(skip)(`webhook deliveries across crashes (distributed mode; ${sk
       ).catch(() => undefined);
       expect(received(path), sys.output().slice(-3000)).toEqual([...expected].sort());
     }
-  });
+  }, 180_000);
 });

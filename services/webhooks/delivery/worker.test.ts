@@ -82,7 +82,8 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
 
   it("three replicas send every delivery exactly once, one attempt each", async () => {
     const subs = await Promise.all(Array.from({ length: 3 }, () => subscriptionWith(20)));
-    const replicas = [worker(), worker(), worker()];
+    // A generous timeout: the receiver shares this process (and, embedded, the database's) event loop.
+    const replicas = [worker({ timeoutMs: 15_000 }), worker({ timeoutMs: 15_000 }), worker({ timeoutMs: 15_000 })];
     for (const { subscriptionId } of subs) {
       await pollUntil(
         () => statuses(subscriptionId),
@@ -104,7 +105,7 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
     );
     expect(rows[0]?.n).toBe(60);
     await Promise.all(replicas.map((w) => w.stop()));
-  });
+  }, 120_000);
 
   it("lets a hanging receiver hold its subscription's slots only, while another subscription's deliveries go through", async () => {
     const hanging = await subscriptionWith(10);
@@ -133,6 +134,7 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
       leaseMs: 500,
       perSubscription: 16,
       limit: 10,
+      busy: new Map(),
     });
     expect(claimed.map((c) => c.body)).toContain(JSON.stringify({ n: 0 }));
     const w = worker();

@@ -26,37 +26,59 @@ export type DeliveryWorkerDeps = {
 
 /** Attempts of this process in flight at most: each is an open HTTP request, cheap while it waits. */
 export const MAX_IN_FLIGHT = 256;
-/** Attempts for one subscription in flight at most: a receiver that hangs holds this many slots, never all. */
+/** Attempts for one subscription in flight at most per replica: a receiver that hangs holds this many slots, never all. */
 export const PER_SUBSCRIPTION_MAX = 16;
 /** How much longer than an attempt's timeout its lease lasts: time to record the attempt. */
 const LEASE_MARGIN_MS = 10_000;
+/**
+ * How long finished attempts gather before they wake the worker for the next claim: one claim
+ * refills every slot freed meanwhile, instead of one claim (a statement across every subscription)
+ * per finished attempt.
+ */
+const CLAIM_GATHER_MS = 5;
 
 /**
  * The delivery worker (decisions.md §6). Each round claims due deliveries under leases, as many as
  * this process has free slots, and starts their attempts without waiting for them: a slow receiver
  * holds its own slots only, and a finished attempt frees its slot and wakes the worker for the next
  * claim. Finished attempts are recorded in groups (one statement for all that finish together: the
- * attempt rows, each delivery's status and schedule, the lease released). A new delivery or a manual
- * replay NOTIFYs the worker; a scheduled retry wakes it when it falls due.
+ * attempt rows, each delivery's status and schedule, the lease released). wake() starts a claim at
+ * once (this process fanned out an event, or queued a manual replay); a scheduled retry wakes it
+ * when it falls due, and the poll finds what other replicas queued.
  *
  * At least once: a delivery is leased for longer than an attempt can take, so a replica that dies
  * mid-attempt leaves it to be attempted again when its lease runs out; an attempt whose record was
  * lost is sent again the same way. On stop, the attempts in flight finish within the drain and are
  * recorded; those still running when it ends are handed back for another replica.
  */
-export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec {
+export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake(): void } {
   const { db, client } = deps;
   const maxInFlight = deps.maxInFlight ?? MAX_IN_FLIGHT;
   const perSubscription = deps.perSubscription ?? PER_SUBSCRIPTION_MAX;
   const owner = newLeaseOwner();
   const leaseMs = deps.timeoutMs + LEASE_MARGIN_MS;
   const inFlight = new Map<string, Promise<void>>();
+  // Attempts in flight per subscription, for the claim's cap.
+  const busy = new Map<string, number>();
   let nudge = () => {};
+  let gathering: NodeJS.Timeout | undefined;
+  const slotFreed = () => {
+    gathering ??= setTimeout(() => {
+      gathering = undefined;
+      nudge();
+    }, CLAIM_GATHER_MS);
+  };
   let recording = true;
 
   const record = createBatcher<store.AttemptRecord, void>({
+    // Asynchronous commit: a record lost in a database crash leaves the delivery leased, so it is
+    // attempted again when the lease runs out (at least once still holds, never two at once), and
+    // the worker does not wait for a WAL flush per group.
     run: async (records) => {
-      await store.recordAttempts(db, records);
+      await db.transaction(async (tx) => {
+        await store.setAsynchronousCommit(tx);
+        await store.recordAttempts(tx, records);
+      });
       return records.map(() => undefined);
     },
     maxBatch: 256,
@@ -97,6 +119,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec {
   }
 
   function start(row: store.ClaimedDelivery): void {
+    busy.set(row.subscription_id, (busy.get(row.subscription_id) ?? 0) + 1);
     const running = attempt(row)
       .catch((err: unknown) => {
         // The lease is still held: the delivery is attempted again when it runs out.
@@ -104,7 +127,10 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec {
       })
       .finally(() => {
         inFlight.delete(row.delivery_id);
-        nudge();
+        const left = (busy.get(row.subscription_id) ?? 1) - 1;
+        if (left === 0) busy.delete(row.subscription_id);
+        else busy.set(row.subscription_id, left);
+        slotFreed();
       });
     inFlight.set(row.delivery_id, running);
   }
@@ -112,7 +138,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec {
   return {
     name: "webhooks-delivery",
     intervalMs: deps.intervalMs ?? 500,
-    wakeOn: { db, channel: store.deliveryChannel },
+    wake: () => nudge(),
     started(wake) {
       nudge = wake;
     },
@@ -120,7 +146,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec {
       const free = maxInFlight - inFlight.size;
       // Every slot busy: a finishing attempt wakes the loop.
       if (free <= 0) return false;
-      const claimed = await store.claimDeliveries(db, { owner, leaseMs, perSubscription, limit: free });
+      const claimed = await store.claimDeliveries(db, { owner, leaseMs, perSubscription, limit: free, busy });
       for (const row of claimed) start(row);
       if (claimed.length === free) return true;
       // While attempts run, each one that finishes wakes the loop; idle, it sleeps until the next
@@ -136,6 +162,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec {
       });
       await Promise.race([finished, aborted]);
       recording = false;
+      clearTimeout(gathering);
       const unfinished = [...inFlight.keys()];
       if (unfinished.length > 0) {
         log.warn({ deliveries: unfinished.length }, "handing back deliveries still in flight at the end of the drain");
