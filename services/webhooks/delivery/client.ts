@@ -26,7 +26,11 @@ export type DeliveryRequest = {
   body: string;
 };
 
-export type AttemptResult = AttemptOutcome & { durationMs: number };
+export type AttemptResult = AttemptOutcome & {
+  durationMs: number;
+  /** No connection could be made to the receiver (refused, unreachable, connect timeout). */
+  unreachable: boolean;
+};
 
 export type DeliveryClientOptions = {
   /** WEBHOOK_TIMEOUT_MS: the whole attempt, from resolving the host to the end of the answer. */
@@ -41,6 +45,11 @@ export type DeliveryClientOptions = {
 export type DeliveryClient = AsyncDisposable & {
   /** One attempt: never throws; every failure is in the result's `error`. */
   send(request: DeliveryRequest): Promise<AttemptResult>;
+  /**
+   * Whether a connection to the URL's receiver can be made now (resolved, vetted and TLS-connected
+   * like an attempt's, then closed): no request is sent.
+   */
+  probe(url: string): Promise<boolean>;
   close(): Promise<void>;
 };
 
@@ -69,18 +78,25 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
       ? undefined
       : createSecureContext({ ca: [...rootCertificates, options.extraCaPem] });
   const connectTls = buildConnector({ secureContext, timeout: options.timeoutMs });
+  const connect = vettedConnector(
+    connectTls,
+    options.resolve ?? systemResolver,
+    options.allowTargets,
+    options.timeoutMs,
+  );
   // No maxRedirections: undici follows no redirect unless told to, and a 3xx is a failed attempt.
   const agent = new Agent({
-    connect: vettedConnector(connectTls, options.resolve ?? systemResolver, options.allowTargets, options.timeoutMs),
+    connect,
     headersTimeout: options.timeoutMs,
     bodyTimeout: options.timeoutMs,
   });
 
   async function send(request: DeliveryRequest): Promise<AttemptResult> {
     const started = performance.now();
-    const result = (outcome: AttemptOutcome): AttemptResult => ({
+    const result = (outcome: AttemptOutcome, unreachable = false): AttemptResult => ({
       ...outcome,
       durationMs: Math.round(performance.now() - started),
+      unreachable,
     });
     const url = URL.canParse(request.url) ? new URL(request.url) : undefined;
     if (url?.protocol !== "https:") return result(failure(null, "url is not an https URL"));
@@ -106,14 +122,36 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
       if (signal.aborted) return result(failure(res.statusCode, "timeout"));
       return result(outcomeOf(res.statusCode, res.headers["retry-after"], nowMs()));
     } catch (err) {
-      return result(failure(null, describeError(err)));
+      return result(failure(null, describeError(err)), isUnreachable(err));
     } finally {
       clear();
     }
   }
 
+  function probe(text: string): Promise<boolean> {
+    const url = URL.canParse(text) ? new URL(text) : undefined;
+    if (url?.protocol !== "https:") return Promise.resolve(false);
+    return new Promise((resolve) => {
+      connect(
+        {
+          protocol: "https:",
+          hostname: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+          host: url.host,
+          port: url.port || "443",
+          servername: undefined,
+          localAddress: null,
+          httpSocket: undefined,
+        },
+        (err, socket) => {
+          socket?.destroy();
+          resolve(err === null);
+        },
+      );
+    });
+  }
+
   const close = () => agent.close();
-  return { send, close, [Symbol.asyncDispose]: close };
+  return { send, probe, close, [Symbol.asyncDispose]: close };
 }
 
 function outcomeOf(statusCode: number, retryAfter: string | string[] | undefined, nowMs: number): AttemptOutcome {
@@ -130,6 +168,12 @@ function failure(statusCode: number | null, error: string): AttemptOutcome {
 const timeoutCodes = new Set(["UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
 // Worth trying a host's next address: this one is unreachable, the next may not be.
 const unreachableCodes = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ETIMEDOUT"]);
+
+/** The attempt failed before any connection was made: the receiver is down or unreachable. */
+function isUnreachable(err: unknown): boolean {
+  const { code } = err as { code?: string };
+  return code !== undefined && (unreachableCodes.has(code) || code === "UND_ERR_CONNECT_TIMEOUT");
+}
 
 /** The delivery log's `error` for an attempt that got no HTTP answer. */
 function describeError(err: unknown): string {

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } fro
 import { type TestDb, testDbModes } from "../../../lib/db/_testing.js";
 import type { Db } from "../../../lib/db/types.js";
 import { startWorker, type Worker } from "../../../lib/worker/worker.js";
+import { freePorts } from "../../../test/free-port.js";
 import { pollUntil } from "../../../test/poll.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../../../test/webhook-receiver.js";
 import * as store from "../store.js";
@@ -31,11 +32,11 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
   });
   afterAll(() => testDb[Symbol.asyncDispose]());
 
-  function worker(overrides: Partial<DeliveryWorkerDeps> = {}): Worker {
+  function worker(overrides: Partial<DeliveryWorkerDeps> = {}, alsoAllow: number[] = []): Worker {
     const timeoutMs = overrides.timeoutMs ?? 2_000;
     const client = createDeliveryClient({
       timeoutMs,
-      allowTargets: parseAllowTargets([`127.0.0.1:${receiver.port}`]),
+      allowTargets: parseAllowTargets([receiver.port, ...alsoAllow].map((port) => `127.0.0.1:${port}`)),
       extraCaPem: readFileSync(join(certDir, "cert.pem"), "utf8"),
     });
     const w = startWorker(
@@ -47,14 +48,17 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
   }
 
   /** A subscription to every event at a fresh receiver path, and `events` events fanned out to it. */
-  async function subscriptionWith(events: number): Promise<{ subscriptionId: string; path: string }> {
+  async function subscriptionWith(
+    events: number,
+    url = receiver.url(receiver.newPath()),
+  ): Promise<{ subscriptionId: string; path: string }> {
     const tenantId = randomUUID();
-    const path = receiver.newPath();
+    const path = new URL(url).pathname;
     const subscriptionId = randomUUID();
     await store.insertSubscription(db, {
       subscriptionId,
       tenantId,
-      url: receiver.url(path),
+      url,
       events: ["asset.ready"],
       secret: "whsec_test",
     });
@@ -145,6 +149,31 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
     );
     expect(receiver.requests(path)).toHaveLength(1);
     await w.stop();
+  });
+
+  it("holds an unreachable receiver's deliveries without spending attempts, and sends them all once a probe finds it back", async () => {
+    const [port] = (await freePorts(1)) as [number];
+    const { subscriptionId } = await subscriptionWith(5, `https://127.0.0.1:${port}/down`);
+    const attempts = async () => {
+      const { rows } = await db.query<{ attempt_count: number; status: string }>(
+        "SELECT attempt_count, status, last_error FROM webhooks.delivery WHERE subscription_id = $1",
+        [subscriptionId],
+      );
+      return rows;
+    };
+    // Nothing listens: the first attempts fail as refused connections, and the schedule would spend
+    // the second 100 ms later; the breaker holds them instead (for at most the schedule's length).
+    worker({ retryScheduleMs: [0, 100, 60_000] }, [port]);
+    await pollUntil(attempts, (rows) => rows.some((r) => r.attempt_count === 1), 5_000);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(await attempts()).toEqual(
+      Array(5).fill({ attempt_count: 1, status: "pending", last_error: "connection error: ECONNREFUSED" }),
+    );
+
+    const back = await startWebhookReceiver({ port, certDir });
+    onTestFinished(() => back.close());
+    await back.waitForRequests("/down", 5, 10_000);
+    await pollUntil(attempts, (rows) => rows.every((r) => r.status === "succeeded"), 10_000);
   });
 
   it("on stop, finishes and records the attempts in flight, and hands back those that outlast the drain", async () => {

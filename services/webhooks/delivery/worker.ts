@@ -36,6 +36,8 @@ const LEASE_MARGIN_MS = 10_000;
  * per finished attempt.
  */
 const CLAIM_GATHER_MS = 5;
+/** How often a receiver that could not be reached is probed for its return. */
+export const PROBE_INTERVAL_MS = 1_000;
 
 /**
  * The delivery worker (decisions.md §6). Each round claims due deliveries under leases, as many as
@@ -69,6 +71,33 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
     }, CLAIM_GATHER_MS);
   };
   let recording = true;
+  // Subscriptions whose receiver could not be reached (a circuit breaker): their deliveries are not
+  // claimed, so no attempt is spent on a receiver that is down and no wait is shortened; a probe
+  // (a connection, no request) every PROBE_INTERVAL_MS finds it back, and its backlog goes at once.
+  // Per replica and in memory: a restarted replica learns it again from one failed attempt. Held
+  // no longer than the whole schedule: a receiver gone for good then uses up its attempts and its
+  // deliveries end failed, as the schedule says.
+  const unreachable = new Map<string, { url: string; since: number; probing: boolean }>();
+  const holdMaxMs = deps.retryScheduleMs.reduce((sum, ms) => sum + ms, 0);
+  const probes = setInterval(() => {
+    for (const [subscriptionId, entry] of unreachable) {
+      if (Date.now() - entry.since > holdMaxMs) {
+        unreachable.delete(subscriptionId);
+        nudge();
+        continue;
+      }
+      if (entry.probing) continue;
+      entry.probing = true;
+      void client.probe(entry.url).then((up) => {
+        entry.probing = false;
+        if (!up) return;
+        unreachable.delete(subscriptionId);
+        log.info({ subscriptionId }, "receiver reachable again; resuming its deliveries");
+        nudge();
+      });
+    }
+  }, PROBE_INTERVAL_MS);
+  probes.unref();
 
   const record = createBatcher<store.AttemptRecord, void>({
     // Asynchronous commit: a record lost in a database crash leaves the delivery leased, so it is
@@ -94,6 +123,13 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
       eventId: row.event_id,
       body: row.body,
     });
+    if (result.unreachable && !unreachable.has(row.subscription_id)) {
+      unreachable.set(row.subscription_id, { url: row.url, since: Date.now(), probing: false });
+      log.warn(
+        { subscriptionId: row.subscription_id, error: result.error },
+        "receiver unreachable; holding its deliveries",
+      );
+    }
     const trigger = row.manual ? "manual" : "automatic";
     const next =
       trigger === "automatic"
@@ -146,7 +182,10 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
       const free = maxInFlight - inFlight.size;
       // Every slot busy: a finishing attempt wakes the loop.
       if (free <= 0) return false;
-      const claimed = await store.claimDeliveries(db, { owner, leaseMs, perSubscription, limit: free, busy });
+      // A subscription whose receiver is unreachable counts as full.
+      const capped = new Map(busy);
+      for (const subscriptionId of unreachable.keys()) capped.set(subscriptionId, perSubscription);
+      const claimed = await store.claimDeliveries(db, { owner, leaseMs, perSubscription, limit: free, busy: capped });
       for (const row of claimed) start(row);
       if (claimed.length === free) return true;
       // While attempts run, each one that finishes wakes the loop; idle, it sleeps until the next
@@ -163,6 +202,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
       await Promise.race([finished, aborted]);
       recording = false;
       clearTimeout(gathering);
+      clearInterval(probes);
       const unfinished = [...inFlight.keys()];
       if (unfinished.length > 0) {
         log.warn({ deliveries: unfinished.length }, "handing back deliveries still in flight at the end of the drain");
