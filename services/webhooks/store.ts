@@ -253,8 +253,13 @@ export async function claimDeliveries(
  */
 export async function nextDueInMs(q: Queryable): Promise<number | undefined> {
   const { rows } = await q.query<{ ms: number | null }>(
-    `SELECT (EXTRACT(EPOCH FROM (min(${dueAt}) - now())) * 1000)::float8 AS ms
-       FROM webhooks.delivery WHERE status = 'pending' AND ${dueAt} > now()`,
+    `SELECT (EXTRACT(EPOCH FROM (min(n.due) - now())) * 1000)::float8 AS ms
+       FROM webhooks.subscription s
+       CROSS JOIN LATERAL (
+         SELECT ${dueAt} AS due FROM webhooks.delivery x
+          WHERE x.subscription_id = s.subscription_id AND x.status = 'pending' AND ${dueAt} > now()
+          ORDER BY ${dueAt} LIMIT 1
+       ) n`,
   );
   const ms = rows[0]?.ms;
   return ms === null || ms === undefined ? undefined : Math.max(0, Math.ceil(ms));
