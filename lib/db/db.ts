@@ -1,5 +1,6 @@
 import pg from "pg";
 import { logger } from "../log.js";
+import { createStatementNames, isStalePreparedStatement } from "./statements.js";
 import type { Db, QueryResult, Tx } from "./types.js";
 import { assertSchemaName } from "./types.js";
 
@@ -35,11 +36,34 @@ export function createPgDb(options: PgOptions): Db {
   pool.on("error", (err) => log.warn({ err: err.message, schema }, "idle Postgres client failed"));
 
   let ended: Promise<void> | undefined;
+  const statements = createStatementNames();
 
-  const query = async <R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> => {
-    const res = await pool.query(text, params as unknown[] | undefined);
+  /**
+   * One statement on the pool or on a transaction's client. Statements with parameters are
+   * prepared (statements.ts); those without may be scripts of several, which only the simple
+   * protocol runs, so they go as they are. A prepared statement gone stale answers once more
+   * under a new name when it runs alone; in a transaction its error aborts the transaction.
+   */
+  const run = async <R>(
+    on: pg.Pool | pg.PoolClient,
+    text: string,
+    params: readonly unknown[] | undefined,
+    retry: boolean,
+  ): Promise<QueryResult<R>> => {
+    const values = params as unknown[] | undefined;
+    const name = values && values.length > 0 ? statements.nameOf(text) : undefined;
+    let res: pg.QueryResult;
+    try {
+      res = name === undefined ? await on.query(text, values) : await on.query({ name, text, values });
+    } catch (err) {
+      if (name === undefined || !isStalePreparedStatement(err)) throw err;
+      statements.forget(text);
+      if (!retry) throw err;
+      return run(on, text, params, false);
+    }
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
   };
+  const query = <R>(text: string, params?: readonly unknown[]) => run<R>(pool, text, params, true);
 
   return {
     schema,
@@ -51,10 +75,7 @@ export function createPgDb(options: PgOptions): Db {
       try {
         await client.query("BEGIN");
         const tx: Tx = {
-          async query<R>(text: string, params?: readonly unknown[]) {
-            const res = await client.query(text, params as unknown[] | undefined);
-            return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
-          },
+          query: <R>(text: string, params?: readonly unknown[]) => run<R>(client, text, params, false),
           onCommit: (hook) => afterCommit.push(hook),
           async exec(sql) {
             await client.query(sql);
