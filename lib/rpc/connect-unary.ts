@@ -1,6 +1,7 @@
-import { fromBinary, fromJson, type JsonValue, toBinary, toJson } from "@bufbuild/protobuf";
+import { fromBinary, fromJson, type JsonValue, toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, errorToJsonBytes, parseTimeout } from "@connectrpc/connect/protocol-connect";
+import { encodeBinary } from "./binary-encoder.js";
 import {
   type HttpRequest,
   type HttpResponse,
@@ -68,7 +69,7 @@ function answer(res: HttpResponse, format: ConnectFormat, route: UnaryRoute, out
     try {
       body =
         format === "binary"
-          ? toBinary(route.method.output, outcome.message)
+          ? encodeBinary(route.method.output, outcome.message)
           : Buffer.from(JSON.stringify(toJson(route.method.output, outcome.message)));
     } catch (err) {
       answer(res, format, route, { ok: false, error: ConnectError.from(err, Code.Internal) });

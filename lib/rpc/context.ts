@@ -1,7 +1,8 @@
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, fromBinary } from "@bufbuild/protobuf";
 import { type ContextValues, createContextKey, createContextValues, type HandlerContext } from "@connectrpc/connect";
 import { type Actor, ActorSchema } from "../../gen/replay/common/v1/common_pb.js";
 import { DomainError } from "../errors.js";
+import { encodeBinary } from "./binary-encoder.js";
 import { headerValue } from "./http-exchange.js";
 
 /**
@@ -42,7 +43,7 @@ export function trustedHeaders(context: {
   const headers: Record<string, string> = {};
   if (context.tenantId) headers[contextHeaders.tenant] = context.tenantId;
   if (context.actor) {
-    headers[contextHeaders.actor] = Buffer.from(toBinary(ActorSchema, create(ActorSchema, context.actor))).toString(
+    headers[contextHeaders.actor] = Buffer.from(encodeBinary(ActorSchema, create(ActorSchema, context.actor))).toString(
       "base64",
     );
   }

@@ -1,7 +1,8 @@
 import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { fromBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { encodeBinary } from "./binary-encoder.js";
 import { headerObject, headerValue, readBody } from "./http-exchange.js";
 import { type CallOutcome, callOf, type LeanOptions, runUnaryCall } from "./unary-call.js";
 import type { UnaryRoute } from "./unary-routes.js";
@@ -81,7 +82,7 @@ function answer(stream: ServerHttp2Stream, route: UnaryRoute, outcome: CallOutco
   }
   let bytes: Uint8Array;
   try {
-    bytes = toBinary(route.method.output, outcome.message);
+    bytes = encodeBinary(route.method.output, outcome.message);
   } catch (err) {
     answer(stream, route, { ok: false, error: ConnectError.from(err, Code.Internal) });
     return;

@@ -1,6 +1,6 @@
-import { toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { parseTimeout } from "@connectrpc/connect/protocol-grpc";
+import { encodeBinary } from "./binary-encoder.js";
 import { grpcFrame, grpcStatus, PREFIX_BYTES, parseGrpcFrame } from "./grpc-unary.js";
 import {
   type HttpRequest,
@@ -56,7 +56,7 @@ function answer(res: HttpResponse, route: UnaryRoute, outcome: CallOutcome): voi
   let frames: Buffer[] = [];
   if (outcome.ok) {
     try {
-      frames = [grpcFrame(0, toBinary(route.method.output, outcome.message))];
+      frames = [grpcFrame(0, encodeBinary(route.method.output, outcome.message))];
       trailer["grpc-status"] = "0";
     } catch (err) {
       headerObject(trailer, grpcStatus(ConnectError.from(err, Code.Internal)));
