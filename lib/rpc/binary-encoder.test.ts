@@ -254,11 +254,13 @@ describe("encodeBinary", () => {
         const r = random(seed);
         const message = create(schema, randomInit(schema, r) as never);
         expectSameAsToBinary(schema, message, `seed ${seed}`);
-        // Every message of proto/ takes the fast path, whatever its values.
+        // Every message of proto/ takes the fast path, whatever its values, and so does the plain
+        // init object it was created from.
         if (ourSchemas.includes(schema) || schema === testSchemas.all) {
-          expect(Buffer.from(encodeCompiled(schema, message) ?? []), `seed ${seed}, compiled`).toEqual(
-            Buffer.from(toBinary(schema, message)),
-          );
+          const expected = Buffer.from(toBinary(schema, message));
+          expect(Buffer.from(encodeCompiled(schema, message) ?? []), `seed ${seed}, compiled`).toEqual(expected);
+          const init = randomInit(schema, random(seed));
+          expect(Buffer.from(encodeCompiled(schema, init as never) ?? []), `seed ${seed}, init`).toEqual(expected);
         }
         // Unknown fields come from decoding: bytes only, so a message toBinary refuses (a proto2
         // required field unset) is left out here.

@@ -1,6 +1,7 @@
 import {
   type DescField,
   type DescMessage,
+  type MessageInitShape,
   type MessageShape,
   protoInt64,
   ScalarType,
@@ -33,11 +34,13 @@ export function encodeBinary<Desc extends DescMessage>(schema: Desc, message: Me
 
 /**
  * The fast path alone: the message's bytes, or undefined when its schema is left to toBinary;
- * throws for a value it does not take. Exported for the tests, which hold it to toBinary's bytes.
+ * throws for a value it does not take. `message` may also be a plain init object (what a handler
+ * returns), nested ones included: it then writes what `toBinary(schema, create(schema, init))`
+ * writes, without building the message.
  */
 export function encodeCompiled<Desc extends DescMessage>(
   schema: Desc,
-  message: MessageShape<Desc>,
+  message: MessageShape<Desc> | MessageInitShape<Desc>,
 ): Uint8Array | undefined {
   const codec = codecOf(schema);
   if (!codec) return undefined;
@@ -149,13 +152,17 @@ function presentValue(field: DescField): (message: AnyMessage) => unknown {
     return (message) => (Object.hasOwn(message, name) ? message[name] : undefined);
   }
   switch (field.fieldKind) {
+    // Undefined only in a plain init object (see encodeCompiled), where it means the zero value.
     case "enum": {
       const zero = field.enum.values[0]?.number;
       return (message) => (message[name] !== zero ? message[name] : undefined);
     }
     case "scalar": {
       const isZero = zeroTest(field.scalar);
-      return (message) => (isZero(message[name]) ? undefined : message[name]);
+      return (message) => {
+        const v = message[name];
+        return v === undefined || isZero(v) ? undefined : v;
+      };
     }
     case "message":
       return (message) => message[name];

@@ -1,7 +1,6 @@
 import { fromBinary, fromJson, type JsonValue, toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, errorToJsonBytes, parseTimeout } from "@connectrpc/connect/protocol-connect";
-import { encodeBinary } from "./binary-encoder.js";
 import {
   type HttpRequest,
   type HttpResponse,
@@ -69,7 +68,7 @@ function answer(res: HttpResponse, format: ConnectFormat, route: UnaryRoute, out
     try {
       body =
         format === "binary"
-          ? encodeBinary(route.method.output, outcome.message)
+          ? outcome.binary()
           : Buffer.from(JSON.stringify(toJson(route.method.output, outcome.message)));
     } catch (err) {
       answer(res, format, route, { ok: false, error: ConnectError.from(err, Code.Internal) });
