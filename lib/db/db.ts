@@ -1,6 +1,7 @@
 import pg from "pg";
 import { logger } from "../log.js";
 import { createStatementNames, isStalePreparedStatement } from "./statements.js";
+import { createTimestamptzParser } from "./timestamp.js";
 import type { Db, QueryResult, Tx } from "./types.js";
 import { assertSchemaName } from "./types.js";
 
@@ -14,9 +15,14 @@ function parseInt8(text: string): number {
   if (!Number.isSafeInteger(value)) throw new Error(`int8 value ${text} exceeds 2^53-1`);
   return value;
 }
+const TIMESTAMPTZ_OID = 1184;
+const parseTimestamptz = createTimestamptzParser(pg.types.getTypeParser(TIMESTAMPTZ_OID, "text"));
 const types = {
   getTypeParser(oid: number, format?: "text" | "binary") {
-    if (oid === INT8_OID && format !== "binary") return parseInt8;
+    if (format !== "binary") {
+      if (oid === INT8_OID) return parseInt8;
+      if (oid === TIMESTAMPTZ_OID) return parseTimestamptz;
+    }
     return pg.types.getTypeParser(oid, format);
   },
 };
