@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
-import { fromBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { decodeBinary } from "./binary-decoder.js";
 import { headerObject, headerValue, readBody } from "./http-exchange.js";
 import { type CallOutcome, callOf, type LeanOptions, runUnaryCall } from "./unary-call.js";
 import type { UnaryRoute } from "./unary-routes.js";
@@ -61,7 +61,7 @@ export function parseGrpcFrame(route: UnaryRoute, body: Buffer) {
     throw new ConnectError("a unary call needs exactly one whole message", Code.InvalidArgument);
   }
   try {
-    return fromBinary(route.method.input, body.subarray(PREFIX_BYTES));
+    return decodeBinary(route.method.input, body.subarray(PREFIX_BYTES));
   } catch (err) {
     throw new ConnectError(`parse binary: ${err instanceof Error ? err.message : err}`, Code.InvalidArgument);
   }

@@ -3,7 +3,6 @@ import {
   type DescMessage,
   type DescMethodStreaming,
   type DescMethodUnary,
-  fromBinary,
   isMessage,
   type MessageInitShape,
 } from "@bufbuild/protobuf";
@@ -11,6 +10,7 @@ import { Code, ConnectError, type Transport, type UnaryResponse } from "@connect
 import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { type Dispatcher, errors, Pool, util } from "undici";
+import { decodeBinary } from "./binary-decoder.js";
 import { encodeBinary } from "./binary-encoder.js";
 import { EXCHANGE_HEADERS } from "./http-exchange.js";
 import { keepByteOrderMarks } from "./text-encoding.js";
@@ -93,7 +93,7 @@ export function createLeanTransport(options: LeanTransportOptions): LeanTranspor
       if (res.statusCode !== 200) throw errorOf(res.statusCode, res.headers, body);
       let output: UnaryResponse<I, O>["message"];
       try {
-        output = fromBinary(method.output, body);
+        output = decodeBinary(method.output, body);
       } catch (err) {
         throw new ConnectError(`parse binary: ${err instanceof Error ? err.message : err}`, Code.Internal);
       }
