@@ -1,5 +1,7 @@
 import pg from "pg";
 import { logger } from "../log.js";
+import { createStatementNames, isStalePreparedStatement } from "./statements.js";
+import { createTimestamptzParser } from "./timestamp.js";
 import type { Db, QueryResult, Tx } from "./types.js";
 import { assertSchemaName } from "./types.js";
 
@@ -13,9 +15,14 @@ function parseInt8(text: string): number {
   if (!Number.isSafeInteger(value)) throw new Error(`int8 value ${text} exceeds 2^53-1`);
   return value;
 }
+const TIMESTAMPTZ_OID = 1184;
+const parseTimestamptz = createTimestamptzParser(pg.types.getTypeParser(TIMESTAMPTZ_OID, "text"));
 const types = {
   getTypeParser(oid: number, format?: "text" | "binary") {
-    if (oid === INT8_OID && format !== "binary") return parseInt8;
+    if (format !== "binary") {
+      if (oid === INT8_OID) return parseInt8;
+      if (oid === TIMESTAMPTZ_OID) return parseTimestamptz;
+    }
     return pg.types.getTypeParser(oid, format);
   },
 };
@@ -39,11 +46,34 @@ export function createPgDb(options: PgOptions): Db {
   pool.on("error", (err) => log.warn({ err: err.message, schema }, "idle Postgres client failed"));
 
   let ended: Promise<void> | undefined;
+  const statements = createStatementNames();
 
-  const query = async <R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> => {
-    const res = await pool.query(text, params as unknown[] | undefined);
+  /**
+   * One statement on the pool or on a transaction's client. Statements with parameters are
+   * prepared (statements.ts); those without may be scripts of several, which only the simple
+   * protocol runs, so they go as they are. A prepared statement gone stale answers once more
+   * under a new name when it runs alone; in a transaction its error aborts the transaction.
+   */
+  const run = async <R>(
+    on: pg.Pool | pg.PoolClient,
+    text: string,
+    params: readonly unknown[] | undefined,
+    retry: boolean,
+  ): Promise<QueryResult<R>> => {
+    const values = params as unknown[] | undefined;
+    const name = values && values.length > 0 ? statements.nameOf(text) : undefined;
+    let res: pg.QueryResult;
+    try {
+      res = name === undefined ? await on.query(text, values) : await on.query({ name, text, values });
+    } catch (err) {
+      if (name === undefined || !isStalePreparedStatement(err)) throw err;
+      statements.forget(text);
+      if (!retry) throw err;
+      return run(on, text, params, false);
+    }
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
   };
+  const query = <R>(text: string, params?: readonly unknown[]) => run<R>(pool, text, params, true);
 
   return {
     schema,
@@ -55,10 +85,7 @@ export function createPgDb(options: PgOptions): Db {
       try {
         await client.query("BEGIN");
         const tx: Tx = {
-          async query<R>(text: string, params?: readonly unknown[]) {
-            const res = await client.query(text, params as unknown[] | undefined);
-            return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
-          },
+          query: <R>(text: string, params?: readonly unknown[]) => run<R>(client, text, params, false),
           onCommit: (hook) => afterCommit.push(hook),
           async exec(sql) {
             await client.query(sql);

@@ -1,6 +1,7 @@
-import { fromBinary, fromJson, type JsonValue, toBinary, toJson } from "@bufbuild/protobuf";
+import { fromJson, type JsonValue, toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, errorToJsonBytes, parseTimeout } from "@connectrpc/connect/protocol-connect";
+import { decodeBinary } from "./binary-decoder.js";
 import {
   type HttpRequest,
   type HttpResponse,
@@ -51,7 +52,7 @@ export async function serveConnectUnary(
 
 function parse(route: UnaryRoute, format: ConnectFormat, body: Buffer) {
   try {
-    if (format === "binary") return fromBinary(route.method.input, body);
+    if (format === "binary") return decodeBinary(route.method.input, body);
     return fromJson(route.method.input, JSON.parse(body.toString("utf8")) as JsonValue, { ignoreUnknownFields: true });
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
@@ -68,7 +69,7 @@ function answer(res: HttpResponse, format: ConnectFormat, route: UnaryRoute, out
     try {
       body =
         format === "binary"
-          ? toBinary(route.method.output, outcome.message)
+          ? outcome.binary()
           : Buffer.from(JSON.stringify(toJson(route.method.output, outcome.message)));
     } catch (err) {
       answer(res, format, route, { ok: false, error: ConnectError.from(err, Code.Internal) });

@@ -1,7 +1,9 @@
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { type ContextValues, createContextKey, createContextValues, type HandlerContext } from "@connectrpc/connect";
 import { type Actor, ActorSchema } from "../../gen/replay/common/v1/common_pb.js";
 import { DomainError } from "../errors.js";
+import { decodeBinary } from "./binary-decoder.js";
+import { encodeBinary } from "./binary-encoder.js";
 import { headerValue } from "./http-exchange.js";
 
 /**
@@ -27,7 +29,7 @@ export function readTrustedContext(req: HeaderSource): ContextValues {
   const tenant = headerValue(req.headers[contextHeaders.tenant]);
   if (tenant) values.set(kTenant, tenant);
   const actor = headerValue(req.headers[contextHeaders.actor]);
-  if (actor) values.set(kActor, fromBinary(ActorSchema, Buffer.from(actor, "base64")));
+  if (actor) values.set(kActor, decodeBinary(ActorSchema, Buffer.from(actor, "base64")));
   const requestId = headerValue(req.headers[contextHeaders.requestId]);
   if (requestId) values.set(kRequestId, requestId);
   return values;
@@ -42,7 +44,7 @@ export function trustedHeaders(context: {
   const headers: Record<string, string> = {};
   if (context.tenantId) headers[contextHeaders.tenant] = context.tenantId;
   if (context.actor) {
-    headers[contextHeaders.actor] = Buffer.from(toBinary(ActorSchema, create(ActorSchema, context.actor))).toString(
+    headers[contextHeaders.actor] = Buffer.from(encodeBinary(ActorSchema, create(ActorSchema, context.actor))).toString(
       "base64",
     );
   }

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { decodeBinary } from "./binary-decoder.js";
 import { headerObject, headerValue, readBody } from "./http-exchange.js";
 import { type CallOutcome, callOf, type LeanOptions, runUnaryCall } from "./unary-call.js";
 import type { UnaryRoute } from "./unary-routes.js";
@@ -32,16 +32,16 @@ export async function serveGrpcUnary(
   options: LeanOptions,
 ): Promise<void> {
   const timeout = parseTimeout(headerValue(headers["grpc-timeout"]) ?? null, Number.MAX_SAFE_INTEGER);
-  if (timeout.error) return answer(stream, route, { ok: false, error: timeout.error });
+  if (timeout.error) return answer(stream, { ok: false, error: timeout.error });
   let message: Parameters<typeof runUnaryCall>[1];
   try {
     message = parseGrpcFrame(route, await readBody(stream, options.readMaxBytes + PREFIX_BYTES, headers));
   } catch (err) {
-    return answer(stream, route, { ok: false, error: ConnectError.from(err) });
+    return answer(stream, { ok: false, error: ConnectError.from(err) });
   }
   const call = callOf(route, "grpc", { url: headers[":path"], headers }, stream, timeout.timeoutMs, options);
   const outcome = await runUnaryCall(call, message, options.interceptors);
-  answer(stream, route, outcome);
+  answer(stream, outcome);
 }
 
 /** The one message of a unary gRPC (or gRPC-Web) request body, or invalid_argument. */
@@ -61,13 +61,13 @@ export function parseGrpcFrame(route: UnaryRoute, body: Buffer) {
     throw new ConnectError("a unary call needs exactly one whole message", Code.InvalidArgument);
   }
   try {
-    return fromBinary(route.method.input, body.subarray(PREFIX_BYTES));
+    return decodeBinary(route.method.input, body.subarray(PREFIX_BYTES));
   } catch (err) {
     throw new ConnectError(`parse binary: ${err instanceof Error ? err.message : err}`, Code.InvalidArgument);
   }
 }
 
-function answer(stream: ServerHttp2Stream, route: UnaryRoute, outcome: CallOutcome): void {
+function answer(stream: ServerHttp2Stream, outcome: CallOutcome): void {
   if (stream.headersSent || stream.destroyed) return;
   const headers = headerObject({ "content-type": "application/grpc" }, outcome.header);
   if (!outcome.ok) {
@@ -81,9 +81,9 @@ function answer(stream: ServerHttp2Stream, route: UnaryRoute, outcome: CallOutco
   }
   let bytes: Uint8Array;
   try {
-    bytes = toBinary(route.method.output, outcome.message);
+    bytes = outcome.binary();
   } catch (err) {
-    answer(stream, route, { ok: false, error: ConnectError.from(err, Code.Internal) });
+    answer(stream, { ok: false, error: ConnectError.from(err, Code.Internal) });
     return;
   }
   const frame = grpcFrame(0, bytes);

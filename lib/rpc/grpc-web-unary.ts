@@ -1,4 +1,3 @@
-import { toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { parseTimeout } from "@connectrpc/connect/protocol-grpc";
 import { grpcFrame, grpcStatus, PREFIX_BYTES, parseGrpcFrame } from "./grpc-unary.js";
@@ -35,28 +34,28 @@ export async function serveGrpcWebUnary(
   options: LeanOptions,
 ): Promise<void> {
   const timeout = parseTimeout(headerValue(req.headers["grpc-timeout"]) ?? null, Number.MAX_SAFE_INTEGER);
-  if (timeout.error) return answer(res, route, { ok: false, error: timeout.error });
+  if (timeout.error) return answer(res, { ok: false, error: timeout.error });
   let message: Parameters<typeof runUnaryCall>[1];
   try {
     message = parseGrpcFrame(route, await readBody(req, options.readMaxBytes + PREFIX_BYTES));
   } catch (err) {
-    return answer(res, route, { ok: false, error: ConnectError.from(err) });
+    return answer(res, { ok: false, error: ConnectError.from(err) });
   }
   const outcome = await runUnaryCall(
     callOf(route, "grpc", req, res, timeout.timeoutMs, options),
     message,
     options.interceptors,
   );
-  answer(res, route, outcome);
+  answer(res, outcome);
 }
 
-function answer(res: HttpResponse, route: UnaryRoute, outcome: CallOutcome): void {
+function answer(res: HttpResponse, outcome: CallOutcome): void {
   if (!isAnswerable(res)) return;
   const trailer = headerObject({}, outcome.trailer);
   let frames: Buffer[] = [];
   if (outcome.ok) {
     try {
-      frames = [grpcFrame(0, toBinary(route.method.output, outcome.message))];
+      frames = [grpcFrame(0, outcome.binary())];
       trailer["grpc-status"] = "0";
     } catch (err) {
       headerObject(trailer, grpcStatus(ConnectError.from(err, Code.Internal)));

@@ -3,15 +3,15 @@ import {
   type DescMessage,
   type DescMethodStreaming,
   type DescMethodUnary,
-  fromBinary,
   isMessage,
   type MessageInitShape,
-  toBinary,
 } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport, type UnaryResponse } from "@connectrpc/connect";
 import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { type Dispatcher, errors, Pool, util } from "undici";
+import { decodeBinary } from "./binary-decoder.js";
+import { encodeBinary } from "./binary-encoder.js";
 import { EXCHANGE_HEADERS } from "./http-exchange.js";
 import { keepByteOrderMarks } from "./text-encoding.js";
 
@@ -77,7 +77,7 @@ export function createLeanTransport(options: LeanTransportOptions): LeanTranspor
             path: `${prefix}/${method.parent.typeName}/${method.name}`,
             method: "POST",
             headers,
-            body: toBinary(method.input, message),
+            body: encodeBinary(method.input, message),
             ...(waitMs === undefined ? {} : { headersTimeout: waitMs, bodyTimeout: waitMs }),
           },
           signal,
@@ -93,7 +93,7 @@ export function createLeanTransport(options: LeanTransportOptions): LeanTranspor
       if (res.statusCode !== 200) throw errorOf(res.statusCode, res.headers, body);
       let output: UnaryResponse<I, O>["message"];
       try {
-        output = fromBinary(method.output, body);
+        output = decodeBinary(method.output, body);
       } catch (err) {
         throw new ConnectError(`parse binary: ${err instanceof Error ? err.message : err}`, Code.Internal);
       }

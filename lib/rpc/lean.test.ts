@@ -357,3 +357,37 @@ describe("the lean internal hop", () => {
     expect((await outcome(after.checkIn({ serverId: "three" }))).code).toBe(Code.Unavailable);
   });
 });
+
+describe("a handler's plain answer on the lean path", () => {
+  it("is a message to interceptors, which may read it or answer another in its place", async () => {
+    const seenByInterceptor: unknown[] = [];
+    const server = await createRpcServer({
+      name: "interceptor-test",
+      port: 0,
+      interceptors: [
+        (next) => async (req) => {
+          const res = await next(req);
+          if (res.stream) return res;
+          seenByInterceptor.push(res.message);
+          const serverId = (res.message as unknown as { serverId: string }).serverId;
+          if (serverId !== "replace") return res;
+          return { ...res, message: create(CheckInResponseSchema, { serverId: "replaced", status: 1 }) };
+        },
+      ],
+      routes(router) {
+        router.service(RecorderService, { checkIn: async (req) => ({ serverId: req.serverId }) });
+      },
+    });
+    try {
+      const client = createClient(RecorderService, createLeanTransport({ baseUrl: server.url }));
+      expect((await client.checkIn({ serverId: "plain" })).serverId).toBe("plain");
+      expect(await client.checkIn({ serverId: "replace" })).toMatchObject({ serverId: "replaced", status: 1 });
+      expect(seenByInterceptor).toEqual([
+        create(CheckInResponseSchema, { serverId: "plain" }),
+        create(CheckInResponseSchema, { serverId: "replace" }),
+      ]);
+    } finally {
+      await server.close(0);
+    }
+  });
+});

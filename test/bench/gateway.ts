@@ -35,7 +35,12 @@ export async function run(_args: string[]): Promise<void> {
 
   progress("starting the distributed system (5 processes, fresh database)");
   const distributedStartMs = performance.now();
-  const sys = await startDistributedSystem({ gateways: 1 });
+  // BENCH_CPU_PROF_DIR: every process of the system writes a V8 CPU profile there when it stops.
+  const profDir = process.env.BENCH_CPU_PROF_DIR;
+  const sys = await startDistributedSystem({
+    gateways: 1,
+    nodeArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
+  });
   const distributedReadyMs = performance.now() - distributedStartMs;
   let baseline: ChildServer | undefined;
   const runs: Run[] = [];

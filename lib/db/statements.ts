@@ -1,0 +1,43 @@
+/**
+ * Names for a pool's parameterised statements, so that pg prepares each statement once per
+ * connection and later runs only bind and execute. An unnamed statement is parsed, analysed and
+ * planned on every call: for the servers list (20 rows with a replay count each) that was half of
+ * Postgres's CPU per call, and a prepared one soon runs a cached generic plan, which Postgres
+ * chooses only when it costs no more than the custom plans it made for the first five calls.
+ * Past `max` distinct texts, statements go unnamed, so a caller that builds SQL text per call
+ * cannot grow every connection's statement cache without bound.
+ */
+export type StatementNames = {
+  /** The name to prepare `text` under, or undefined to run it unnamed. */
+  nameOf(text: string): string | undefined;
+  /** Gives `text` a new name from now on, so that every connection prepares it afresh. */
+  forget(text: string): void;
+};
+
+export function createStatementNames(max = 1000): StatementNames {
+  const names = new Map<string, string>();
+  let issued = 0;
+  return {
+    nameOf(text) {
+      let name = names.get(text);
+      if (name === undefined && names.size < max) {
+        name = `s${++issued}`;
+        names.set(text, name);
+      }
+      return name;
+    },
+    forget(text) {
+      names.delete(text);
+    },
+  };
+}
+
+/**
+ * Postgres refuses to run a prepared statement whose result columns changed since it was prepared
+ * (a `t.*` of a table a migration added a column to, while this process kept running). The same
+ * text prepared again under a new name answers with the new columns.
+ */
+export function isStalePreparedStatement(err: unknown): boolean {
+  const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
+  return code === "0A000" && typeof message === "string" && message.includes("cached plan must not change result type");
+}
