@@ -109,4 +109,54 @@ describe("consumer", () => {
     for (const event of events) await testBus.emit(event.subject, event.eventId, event.payload);
     await waitFor("every event applied", async () => (await appliedCount(tenantId)) === 5);
   });
+
+  it("applies the events a concurrent consumer has in flight together in one transaction, and one that fails alone", async () => {
+    let handler: ((msg: BusMessage) => Promise<void>) | undefined;
+    // A bus that hands several messages to the handler at once, as JetStream does with concurrency.
+    const bus = {
+      subscribe: async (_durable: string, _subjects: readonly string[], h: (msg: BusMessage) => Promise<void>) => {
+        handler = h;
+        return async () => {};
+      },
+    } as unknown as ConsumerDeps["bus"];
+    const tenantId = randomUUID();
+    const poisonTenant = randomUUID();
+    let poisoned = true;
+    const consumer: Consumer = {
+      durable: `grouped_${randomUUID().slice(0, 8)}`,
+      concurrency: 8,
+      handlers: {
+        "servers.server.created": async (tx, event) => {
+          await tx.query("INSERT INTO consumer_test.applied (tenant_id) VALUES ($1)", [event.tenantId]);
+          if (poisoned && event.tenantId === poisonTenant) throw new Error("projection failed");
+        },
+      },
+    };
+    await startConsumer({ ...deps(), bus }, consumer);
+    const event = (t: string) =>
+      buildEvent("servers.server.created", { tenantId: t, serverId: randomUUID(), categoryId: "" });
+    const good = Array.from({ length: 6 }, () => event(tenantId));
+    const poison = event(poisonTenant);
+    const deliver = (e: ReturnType<typeof event>) => (handler as (msg: BusMessage) => Promise<void>)(message(e));
+
+    // Six at once: one transaction for all of them.
+    await Promise.all(good.map(deliver));
+    const { rows } = await db.query<{ n: number }>(
+      "SELECT count(DISTINCT xmin::text)::int AS n FROM consumer_test.applied WHERE tenant_id = $1",
+      [tenantId],
+    );
+    expect(rows[0]?.n).toBe(1);
+    expect(await appliedCount(tenantId)).toBe(6);
+
+    // A group with a failing event: the others are applied, the failing one rejects (redelivery)...
+    const more = Array.from({ length: 3 }, () => event(tenantId));
+    const outcomes = await Promise.allSettled([...more, poison].map(deliver));
+    expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "fulfilled", "fulfilled", "rejected"]);
+    expect(await appliedCount(tenantId)).toBe(9);
+    expect(await appliedCount(poisonTenant)).toBe(0);
+    // ...and applies once it can.
+    poisoned = false;
+    await deliver(poison);
+    expect(await appliedCount(poisonTenant)).toBe(1);
+  });
 });

@@ -1,4 +1,5 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { createBatcher } from "../db/batch.js";
 import type { Db, Tx } from "../db/types.js";
 import { logger } from "../log.js";
 import type { Bus, BusMessage } from "./bus.js";
@@ -14,7 +15,11 @@ export type EventHandler<S extends EventSubject> = (tx: Tx, event: EventOf<S>) =
 export type Consumer = {
   durable: string;
   handlers: { [S in EventSubject]?: EventHandler<S> };
-  /** Events of one subject applied at once (SubscribeOptions): only for handlers that commute. */
+  /**
+   * Events of one subject applied at once (SubscribeOptions), those in flight together in one
+   * transaction: only for handlers that commute and touch no shared row that two events could both
+   * lock in different orders.
+   */
   concurrency?: number;
 };
 
@@ -32,13 +37,16 @@ export type ConsumerDeps = {
  */
 export function startConsumer(deps: ConsumerDeps, consumer: Consumer): Promise<() => Promise<void>> {
   const subjects = Object.keys(consumer.handlers) as EventSubject[];
+  const concurrency = consumer.concurrency ?? 1;
+  const apply =
+    concurrency > 1 ? groupedApply(deps, consumer, concurrency) : (msg: BusMessage) => applyEvent(deps, consumer, msg);
   return deps.bus.subscribe(
     consumer.durable,
     subjects,
     async (msg) => {
-      await applyEvent(deps, consumer, msg);
+      await apply(msg);
     },
-    { concurrency: consumer.concurrency },
+    { concurrency },
   );
 }
 
@@ -53,24 +61,47 @@ export function startConsumer(deps: ConsumerDeps, consumer: Consumer): Promise<(
  * is logged as an error with its id, for the operator to judge.
  */
 export async function applyEvent(deps: ConsumerDeps, consumer: Consumer, msg: BusMessage): Promise<boolean> {
+  return deps.db.transaction((tx) => applyInTransaction(tx, deps, consumer, msg));
+}
+
+/** applyEvent's work inside a transaction the caller holds (one event, or a group of them). */
+async function applyInTransaction(tx: Tx, deps: ConsumerDeps, consumer: Consumer, msg: BusMessage): Promise<boolean> {
   const subject = msg.subject as EventSubject;
   const handle = consumer.handlers[subject] as EventHandler<EventSubject> | undefined;
   if (!handle) throw new Error(`consumer ${consumer.durable} has no handler for ${msg.subject}`);
   const event = decodeEvent(subject, msg.data);
   const occurredAt = event.occurredAt ? timestampDate(event.occurredAt) : undefined;
   const tooOld = occurredAt !== undefined && deps.now().getTime() - occurredAt.getTime() > deps.inboxMs;
-  return deps.db.transaction(async (tx) => {
-    let applied = false;
-    if (tooOld) {
-      log.error(
-        { durable: consumer.durable, subject, eventId: event.eventId, occurredAt },
-        "event older than the inbox window; not applied, as it may have been applied before",
-      );
-    } else if (await recordInbox(tx, deps.db.schema, consumer.durable, event.eventId)) {
-      await handle(tx, event);
-      applied = true;
-    }
-    await msg.settle?.(tx);
-    return applied;
+  let applied = false;
+  if (tooOld) {
+    log.error(
+      { durable: consumer.durable, subject, eventId: event.eventId, occurredAt },
+      "event older than the inbox window; not applied, as it may have been applied before",
+    );
+  } else if (await recordInbox(tx, deps.db.schema, consumer.durable, event.eventId)) {
+    await handle(tx, event);
+    applied = true;
+  }
+  await msg.settle?.(tx);
+  return applied;
+}
+
+/**
+ * applyEvent for a consumer that handles several events at once: the events in flight together
+ * are applied in one transaction (one commit, one WAL flush), each acked only once it committed.
+ * When the group fails, each of its events is applied again alone, so that the one at fault fails
+ * alone and is redelivered, and the others are applied.
+ */
+function groupedApply(deps: ConsumerDeps, consumer: Consumer, maxBatch: number): (msg: BusMessage) => Promise<boolean> {
+  return createBatcher<BusMessage, boolean>({
+    run: (msgs) =>
+      deps.db.transaction(async (tx) => {
+        const applied: boolean[] = [];
+        for (const msg of msgs) applied.push(await applyInTransaction(tx, deps, consumer, msg));
+        return applied;
+      }),
+    maxBatch,
+    maxRunning: 1,
+    isolate: () => true,
   });
 }

@@ -5,7 +5,7 @@ import { deliveryBody, type WebhookSubject, webhookSubjects } from "./payload.js
 import * as store from "./store.js";
 
 /** Events of one subject fanned out at once by one process. */
-const FAN_OUT_CONCURRENCY = 8;
+const FAN_OUT_CONCURRENCY = 16;
 
 /**
  * The fan-out of one replays event: a delivery to each subscription of its tenant that names the
