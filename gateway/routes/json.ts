@@ -62,6 +62,17 @@ export function escapeNul(text: string): string {
   return text.replaceAll("\u0000", "%00");
 }
 
+/** The last value of a query parameter, or undefined when it is absent. */
+export function lastValue(values: string[] | undefined): string | undefined {
+  return values === undefined ? undefined : (values[values.length - 1] ?? "");
+}
+
+/** An id or page token query parameter (its last value), escaped as escapeNul says; undefined when absent. */
+export function queryId(values: string[] | undefined): string | undefined {
+  const value = lastValue(values);
+  return value === undefined ? undefined : escapeNul(value);
+}
+
 /**
  * Splits a raw query into decoded pairs; "+" stays a plus (RFC 3986, as request signing reads it).
  * A name or value that does not percent-decode is kept as sent, so that its parameter's own rule

@@ -2,7 +2,7 @@ import type { Client } from "@connectrpc/connect";
 import type { Marker, MarkersService } from "../../gen/replay/markers/v1/markers_pb.js";
 import { DomainError } from "../../lib/errors.js";
 import { sha256Hex } from "../../lib/signing.js";
-import { canonicalJson, escapeNul, isoOrNull, optionalStringField } from "./json.js";
+import { canonicalJson, isoOrNull, optionalStringField } from "./json.js";
 import { type Route, type RouteCall, readJsonObject } from "./route.js";
 
 /** The marker of decisions.md §3: every field present, unset ones null; the server id never. */
@@ -91,7 +91,7 @@ export function markerRoutes(markers: Client<typeof MarkersService>): Route[] {
       auth: "api-key",
       scope: "replays:write",
       async handle(call) {
-        await markers.deleteMarker({ markerId: escapeNul(call.params.id ?? "") }, call.rpc);
+        await markers.deleteMarker({ markerId: call.params.id ?? "" }, call.rpc);
         return { status: 204 };
       },
     },
@@ -101,7 +101,7 @@ export function markerRoutes(markers: Client<typeof MarkersService>): Route[] {
       auth: "api-key",
       scope: "replays:read",
       async handle(call) {
-        const res = await markers.listMarkers({ replayId: escapeNul(call.params.id ?? "") }, call.rpc);
+        const res = await markers.listMarkers({ replayId: call.params.id ?? "" }, call.rpc);
         return { status: 200, body: { timelineEvents: res.markers.map(markerEntry) } };
       },
     },

@@ -9,7 +9,7 @@ import {
   Visibility,
 } from "../../gen/replay/replays/v1/replays_pb.js";
 import { parsePageSize } from "../../lib/page/size.js";
-import { escapeNul, isoOrNull, parseQuery } from "./json.js";
+import { isoOrNull, lastValue, parseQuery, queryId } from "./json.js";
 import type { Route, RouteCall } from "./route.js";
 
 const qualities: Record<Quality, string | null> = {
@@ -55,16 +55,6 @@ export function replayMetadata(replay: Replay) {
   };
 }
 
-function single(values: string[] | undefined): string | undefined {
-  return values === undefined ? undefined : (values[values.length - 1] ?? "");
-}
-
-/** An id or token parameter; the integration filter, free text, goes to the service as it is. */
-function idParam(values: string[] | undefined): string | undefined {
-  const value = single(values);
-  return value === undefined ? undefined : escapeNul(value);
-}
-
 /** Both list routes share one shape; the route is part of what a page token is bound to. */
 function listReplays(replays: Client<typeof ReplaysService>, route: ReplayListRoute) {
   return async (call: RouteCall) => {
@@ -72,9 +62,9 @@ function listReplays(replays: Client<typeof ReplaysService>, route: ReplayListRo
     const res = await replays.listReplays(
       {
         pageSize: parsePageSize(query.get("page_size")),
-        pageToken: idParam(query.get("page_token")) ?? "",
-        serverId: idParam(query.get("server_id")),
-        integration: single(query.get("integration")),
+        pageToken: queryId(query.get("page_token")) ?? "",
+        serverId: queryId(query.get("server_id")),
+        integration: lastValue(query.get("integration")),
         route,
       },
       call.rpc,

@@ -8,7 +8,7 @@ import {
 } from "../../gen/replay/webhooks/v1/webhooks_pb.js";
 import { parsePageSize } from "../../lib/page/size.js";
 import { hasNul } from "../../lib/text.js";
-import { escapeNul, isoOrNull, parseQuery, stringField } from "./json.js";
+import { isoOrNull, parseQuery, queryId, stringField } from "./json.js";
 import { type Route, type RouteCall, readJsonObject } from "./route.js";
 
 const statuses: Record<DeliveryStatus, string | null> = {
@@ -76,12 +76,11 @@ function createSubscription(webhooks: Client<typeof WebhooksService>) {
 function listDeliveries(webhooks: Client<typeof WebhooksService>) {
   return async (call: RouteCall) => {
     const query = parseQuery(call.rawQuery);
-    const token = query.get("page_token");
     const res = await webhooks.listDeliveries(
       {
-        subscriptionId: escapeNul(call.params.id ?? ""),
+        subscriptionId: call.params.id ?? "",
         pageSize: parsePageSize(query.get("page_size")),
-        pageToken: token === undefined ? "" : escapeNul(token[token.length - 1] ?? ""),
+        pageToken: queryId(query.get("page_token")) ?? "",
       },
       call.rpc,
     );
@@ -113,7 +112,7 @@ export function webhookRoutes(webhooks: Client<typeof WebhooksService>): Route[]
       path: "/v1/webhooks/:id",
       auth: "signature",
       async handle(call) {
-        await webhooks.deleteSubscription({ subscriptionId: escapeNul(call.params.id ?? "") }, call.rpc);
+        await webhooks.deleteSubscription({ subscriptionId: call.params.id ?? "" }, call.rpc);
         return { status: 204 };
       },
     },
@@ -123,7 +122,7 @@ export function webhookRoutes(webhooks: Client<typeof WebhooksService>): Route[]
       path: "/v1/webhooks/deliveries/:id",
       auth: "signature",
       async handle(call) {
-        const res = await webhooks.getDelivery({ deliveryId: escapeNul(call.params.id ?? "") }, call.rpc);
+        const res = await webhooks.getDelivery({ deliveryId: call.params.id ?? "" }, call.rpc);
         return { status: 200, body: deliveryJson(res.delivery) };
       },
     },
@@ -133,7 +132,7 @@ export function webhookRoutes(webhooks: Client<typeof WebhooksService>): Route[]
       auth: "api-key",
       scope: "collections:write",
       async handle(call) {
-        const res = await webhooks.replayDelivery({ deliveryId: escapeNul(call.params.id ?? "") }, call.rpc);
+        const res = await webhooks.replayDelivery({ deliveryId: call.params.id ?? "" }, call.rpc);
         return { status: 202, body: deliveryJson(res.delivery) };
       },
     },

@@ -17,6 +17,15 @@ export type PageTokens = {
   read<P>(binding: PageBinding, token: string): P;
 };
 
+/**
+ * A timestamp as keyset positions carry it: UTC to the microsecond (Postgres's own precision, which
+ * a JS Date would cut to milliseconds), as `to_char(t AT TIME ZONE 'UTC',
+ * 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')` writes it.
+ */
+export function isPositionTimestamp(value: unknown): value is string {
+  return typeof value === "string" && /^\d{4,}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(value);
+}
+
 const VERSION = 1;
 const MAC_BYTES = 16;
 const MAX_TOKEN_CHARS = 512;

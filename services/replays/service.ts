@@ -14,7 +14,7 @@ import type { Db } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { isUuid, parseUuid, parseUuidV4 } from "../../lib/ids.js";
 import { pageSizeOf } from "../../lib/page/size.js";
-import type { PageTokens } from "../../lib/page/token.js";
+import { isPositionTimestamp, type PageTokens } from "../../lib/page/token.js";
 import { requireTenant } from "../../lib/rpc/context.js";
 import * as store from "./store.js";
 
@@ -59,13 +59,7 @@ function toReplayMessage(row: store.ReplayRow): Omit<Replay, "$typeName"> {
 /** A position this service issued: the MAC vouches for it, the shape check guards the SQL anyway. */
 function isPosition(value: unknown): value is store.ReplayPosition {
   const p = value as store.ReplayPosition | null;
-  return (
-    typeof p === "object" &&
-    p !== null &&
-    typeof p.startedAt === "string" &&
-    /^\d{4,}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(p.startedAt) &&
-    isUuid(p.replayId)
-  );
+  return typeof p === "object" && p !== null && isPositionTimestamp(p.startedAt) && isUuid(p.replayId);
 }
 
 /**

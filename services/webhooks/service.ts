@@ -11,7 +11,7 @@ import type { Db } from "../../lib/db/types.js";
 import { DomainError, type FieldViolation } from "../../lib/errors.js";
 import { isUuid, newId } from "../../lib/ids.js";
 import { pageSizeOf } from "../../lib/page/size.js";
-import type { PageTokens } from "../../lib/page/token.js";
+import { isPositionTimestamp, type PageTokens } from "../../lib/page/token.js";
 import { requireTenant } from "../../lib/rpc/context.js";
 import { generateWebhookSecret } from "./delivery/secret.js";
 import type { AllowTargets, Resolver } from "./delivery/target.js";
@@ -103,13 +103,7 @@ function eventsViolation(events: readonly string[]): FieldViolation | undefined 
 
 function isPosition(value: unknown): value is store.DeliveryPosition {
   const p = value as store.DeliveryPosition | null;
-  return (
-    typeof p === "object" &&
-    p !== null &&
-    typeof p.createdAt === "string" &&
-    /^\d{4,}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(p.createdAt) &&
-    isUuid(p.deliveryId)
-  );
+  return typeof p === "object" && p !== null && isPositionTimestamp(p.createdAt) && isUuid(p.deliveryId);
 }
 
 const subscriptionNotFound = () => new DomainError("SUBSCRIPTION_NOT_FOUND", "no such subscription");
@@ -207,13 +201,13 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
       const tenantId = requireTenant(ctx);
       if (!isUuid(req.deliveryId)) throw deliveryNotFound();
       const deliveryId = req.deliveryId.toLowerCase();
-      const outcome = await db.transaction((tx) => store.updateDeliveryReplayed(tx, tenantId, deliveryId));
-      if (!outcome) throw deliveryNotFound();
-      if (outcome.replayed) deps.onQueued();
-      if (!outcome.replayed) {
+      const replayed = await store.updateDeliveryReplayed(db, tenantId, deliveryId);
+      if (!replayed) {
+        if (!(await store.findDelivery(db, tenantId, deliveryId))) throw deliveryNotFound();
         throw new DomainError("DELIVERY_NOT_REPLAYABLE", "the delivery already succeeded; it cannot be replayed");
       }
-      const [delivery] = await withAttempts(db, [outcome.delivery]);
+      deps.onQueued();
+      const [delivery] = await withAttempts(db, [replayed]);
       return { delivery };
     },
   };

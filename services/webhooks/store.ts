@@ -152,31 +152,22 @@ export async function listAttempts(q: Queryable, deliveryIds: readonly string[])
 
 /**
  * A manual replay (decisions.md §6): one more attempt queued at once, retry_count + 1, the delivery
- * pending until that attempt ends. Locks the delivery first; resolves to undefined when the tenant
- * has none by that id, and to the delivery unchanged when it already succeeded.
+ * pending until that attempt ends. Resolves to the delivery, or undefined when the tenant has no
+ * delivery by that id that has not succeeded (findDelivery tells the two apart).
  */
 export async function updateDeliveryReplayed(
-  tx: Tx,
+  q: Queryable,
   tenantId: string,
   deliveryId: string,
-): Promise<{ replayed: boolean; delivery: DeliveryRow } | undefined> {
-  const { rows } = await tx.query<{ status: DeliveryRow["status"] }>(
-    "SELECT status FROM webhooks.delivery WHERE delivery_id = $1 AND tenant_id = $2 FOR UPDATE",
-    [deliveryId, tenantId],
-  );
-  const current = rows[0];
-  if (!current) return undefined;
-  if (current.status === "succeeded") {
-    return { replayed: false, delivery: (await findDelivery(tx, tenantId, deliveryId)) as DeliveryRow };
-  }
-  const updated = await tx.query<DeliveryRow>(
+): Promise<DeliveryRow | undefined> {
+  const { rows } = await q.query<DeliveryRow>(
     `UPDATE webhooks.delivery
         SET retry_count = retry_count + 1, manual_queued = manual_queued + 1, status = 'pending', updated_at = now()
-      WHERE delivery_id = $1
+      WHERE delivery_id = $1 AND tenant_id = $2 AND status <> 'succeeded'
       RETURNING ${deliveryColumns}`,
-    [deliveryId],
+    [deliveryId, tenantId],
   );
-  return { replayed: true, delivery: updated.rows[0] as DeliveryRow };
+  return rows[0];
 }
 
 // When a pending delivery's next attempt is due: a queued manual attempt at once, else the

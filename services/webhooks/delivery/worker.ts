@@ -59,9 +59,8 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
   const perSubscription = deps.perSubscription ?? PER_SUBSCRIPTION_MAX;
   const owner = newLeaseOwner();
   const leaseMs = deps.timeoutMs + LEASE_MARGIN_MS;
-  const inFlight = new Map<string, Promise<void>>();
-  // Attempts in flight per subscription, for the claim's cap.
-  const busy = new Map<string, number>();
+  // Attempts in flight, by delivery: the subscription (for the claim's cap) and the attempt itself.
+  const inFlight = new Map<string, { subscriptionId: string; running: Promise<void> }>();
   let nudge = () => {};
   let gathering: NodeJS.Timeout | undefined;
   const slotFreed = () => {
@@ -79,7 +78,8 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
   // deliveries end failed, as the schedule says.
   const unreachable = new Map<string, { url: string; since: number; probing: boolean }>();
   const holdMaxMs = deps.retryScheduleMs.reduce((sum, ms) => sum + ms, 0);
-  const probes = setInterval(() => {
+  let probes: NodeJS.Timeout | undefined;
+  const probeUnreachable = () => {
     for (const [subscriptionId, entry] of unreachable) {
       if (Date.now() - entry.since > holdMaxMs) {
         unreachable.delete(subscriptionId);
@@ -96,8 +96,15 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
         nudge();
       });
     }
-  }, PROBE_INTERVAL_MS);
-  probes.unref();
+  };
+
+  /** In-flight attempts per subscription for the claim's cap; an unreachable receiver's counts as full. */
+  const claimCaps = (): Map<string, number> => {
+    const caps = new Map<string, number>();
+    for (const { subscriptionId } of inFlight.values()) caps.set(subscriptionId, (caps.get(subscriptionId) ?? 0) + 1);
+    for (const subscriptionId of unreachable.keys()) caps.set(subscriptionId, perSubscription);
+    return caps;
+  };
 
   const record = createBatcher<store.AttemptRecord, void>({
     // Asynchronous commit: a record lost in a database crash leaves the delivery leased, so it is
@@ -155,7 +162,6 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
   }
 
   function start(row: store.ClaimedDelivery): void {
-    busy.set(row.subscription_id, (busy.get(row.subscription_id) ?? 0) + 1);
     const running = attempt(row)
       .catch((err: unknown) => {
         // The lease is still held: the delivery is attempted again when it runs out.
@@ -163,12 +169,9 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
       })
       .finally(() => {
         inFlight.delete(row.delivery_id);
-        const left = (busy.get(row.subscription_id) ?? 1) - 1;
-        if (left === 0) busy.delete(row.subscription_id);
-        else busy.set(row.subscription_id, left);
         slotFreed();
       });
-    inFlight.set(row.delivery_id, running);
+    inFlight.set(row.delivery_id, { subscriptionId: row.subscription_id, running });
   }
 
   return {
@@ -177,15 +180,20 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
     wake: () => nudge(),
     started(wake) {
       nudge = wake;
+      probes = setInterval(probeUnreachable, PROBE_INTERVAL_MS);
+      probes.unref();
     },
     async round() {
       const free = maxInFlight - inFlight.size;
       // Every slot busy: a finishing attempt wakes the loop.
       if (free <= 0) return false;
-      // A subscription whose receiver is unreachable counts as full.
-      const capped = new Map(busy);
-      for (const subscriptionId of unreachable.keys()) capped.set(subscriptionId, perSubscription);
-      const claimed = await store.claimDeliveries(db, { owner, leaseMs, perSubscription, limit: free, busy: capped });
+      const claimed = await store.claimDeliveries(db, {
+        owner,
+        leaseMs,
+        perSubscription,
+        limit: free,
+        busy: claimCaps(),
+      });
       for (const row of claimed) start(row);
       if (claimed.length === free) return true;
       // While attempts run, each one that finishes wakes the loop; idle, it sleeps until the next
@@ -194,7 +202,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
       return (await store.nextDueInMs(db)) ?? false;
     },
     async drain(signal) {
-      const finished = Promise.all(inFlight.values()).then(() => undefined);
+      const finished = Promise.all([...inFlight.values()].map((a) => a.running)).then(() => undefined);
       const aborted = new Promise<void>((resolve) => {
         if (signal.aborted) resolve();
         signal.addEventListener("abort", () => resolve(), { once: true });
