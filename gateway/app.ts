@@ -1,4 +1,5 @@
 import type { Socket } from "node:net";
+import scalarApiReference from "@scalar/fastify-api-reference";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { type Actor, MemberRole } from "../gen/replay/common/v1/common_pb.js";
 import type { Queryable } from "../lib/db/types.js";
@@ -7,6 +8,7 @@ import { logger } from "../lib/log.js";
 import { type Problem, problem } from "../lib/problem.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
 import type { Authenticator } from "./auth/authenticate.js";
+import { openApiDocument } from "./openapi/document.js";
 import { toProblem } from "./problem.js";
 import { type RateLimiter, rateLimitHeaders } from "./rate-limit.js";
 import { isContextOverrideHeader, requestIdFrom } from "./request-id.js";
@@ -141,9 +143,28 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
     return reply.send({ status: "ready" });
   });
 
+  // The API reference: the document built from the route table, and a page that renders it (its
+  // script served from the package, so the page works with no outside network).
+  const openApi = JSON.stringify(openApiDocument(deps.routes));
+  app.get("/openapi.json", async (_req, reply) => reply.type("application/json").send(openApi));
+  app.register(scalarApiReference, {
+    routePrefix: "/docs",
+    logLevel: "warn",
+    configuration: {
+      url: "/openapi.json",
+      pageTitle: "Replay service API",
+      withDefaultFonts: false,
+      showDeveloperTools: "never",
+      telemetry: false,
+      agent: { disabled: true },
+      mcp: { disabled: true },
+    },
+  });
+
   const methodsByPath = new Map<string, Set<string>>([
     ["/healthz", new Set(["GET"])],
     ["/readyz", new Set(["GET"])],
+    ["/openapi.json", new Set(["GET"])],
   ]);
   for (const route of deps.routes) {
     methodsByPath.set(route.path, (methodsByPath.get(route.path) ?? new Set()).add(route.method));
@@ -187,7 +208,12 @@ function notFound(req: FastifyRequest): DomainError {
 /** The methods of the route table's path that `path` matches, or undefined for an unknown path. */
 function knownPaths(routes: readonly Route[]): (path: string) => string[] | undefined {
   const patterns = new Map<string, { pattern: RegExp; methods: Set<string> }>();
-  for (const [path, method] of [...routes.map((r) => [r.path, r.method]), ["/healthz", "GET"], ["/readyz", "GET"]]) {
+  const unrouted = [
+    ["/healthz", "GET"],
+    ["/readyz", "GET"],
+    ["/openapi.json", "GET"],
+  ];
+  for (const [path, method] of [...routes.map((r) => [r.path, r.method]), ...unrouted]) {
     const key = path as string;
     const entry = patterns.get(key) ?? {
       pattern: new RegExp(`^${key.replace(/:[^/]+/g, "[^/]+")}$`),

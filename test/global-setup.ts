@@ -24,7 +24,7 @@ declare module "vitest" {
      * README's example receiver (`examplePort`): the two ports the shared systems' delivery may reach
      * on loopback (WEBHOOK_ALLOW_TARGETS), and the folder of the certificate they trust (WEBHOOK_CA_FILE).
      */
-    webhookReceiver: { port: number; certDir: string; examplePort: number };
+    webhookReceiver: { port: number; certDir: string; examplePort: number; contractPort: number };
   }
 }
 
@@ -63,10 +63,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
 
   const templateDir = await mkdtemp(join(tmpdir(), "replay-test-template-"));
   writeReceiverCertificate(templateDir);
-  const [receiverPort, examplePort] = (await freePorts(2)) as [number, number];
+  // One receiver port per test file that receives deliveries while others run: webhooks, the
+  // README's example receiver, the API reference's contract test.
+  const [receiverPort, examplePort, contractPort] = (await freePorts(3)) as [number, number, number];
   // A short schedule and timeout, so that retries, exhaustion and a hanging receiver fit in a test.
   const webhookEnv = {
-    WEBHOOK_ALLOW_TARGETS: `127.0.0.1:${receiverPort},127.0.0.1:${examplePort}`,
+    WEBHOOK_ALLOW_TARGETS: `127.0.0.1:${receiverPort},127.0.0.1:${examplePort},127.0.0.1:${contractPort}`,
     WEBHOOK_CA_FILE: join(templateDir, "cert.pem"),
     WEBHOOK_RETRY_SCHEDULE: "0,300ms,300ms",
     WEBHOOK_TIMEOUT_MS: "2000",
@@ -95,7 +97,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("natsUrl", natsUrl);
   project.provide("templateDatabase", postgresTemplate?.name ?? "");
   project.provide("embeddedTemplate", embeddedTemplate);
-  project.provide("webhookReceiver", { port: receiverPort, certDir: templateDir, examplePort });
+  project.provide("webhookReceiver", { port: receiverPort, certDir: templateDir, examplePort, contractPort });
   project.provide("systems", systems.map(describeSystem));
 
   return async () => {

@@ -3,6 +3,7 @@ import { ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { AssetState, RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
+import { WEBHOOK_EVENTS } from "../lib/vocabulary.js";
 import { verifyWebhookSignature } from "../services/webhooks/delivery/signature.js";
 import { expectProblem } from "./expect.js";
 import { provisionTenant, type Res, send, sendSigned } from "./http.js";
@@ -17,16 +18,7 @@ import { type ReceivedRequest, startWebhookReceiver, type WebhookReceiver } from
 // modes, delivered to a real HTTPS receiver. The shared systems run WEBHOOK_RETRY_SCHEDULE
 // 0,300ms,300ms and WEBHOOK_TIMEOUT_MS 2000 (test/global-setup.ts).
 
-const EVENTS = [
-  "collection.finalized",
-  "collection.released",
-  "collection.revoked",
-  "asset.processing",
-  "asset.ready",
-  "asset.failed",
-  "asset.expired",
-  "asset.deleted",
-];
+const EVENTS = [...WEBHOOK_EVENTS];
 const SCHEDULE_ATTEMPTS = 3;
 const TIMEOUT_MS = 2000;
 const TIMESTAMP_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;

@@ -71,6 +71,39 @@ export function markerRoutes(markers: Client<typeof MarkersService>): Route[] {
       path: "/v1/api/timeline-events",
       auth: "api-key",
       scope: "replays:write",
+      doc: {
+        operationId: "createTimelineEvent",
+        tag: "Timeline markers",
+        summary: "Add a marker to a replay's timeline",
+        description:
+          "Pins a labelled moment to a replay, by `replayId`, or by `serverId` to the recording in progress on that server. Validation runs in the order of decisions.md §1, the first failure answering. A replay holds at most 500 markers. Send it asynchronously: never block a game-server thread on it.",
+        headers: [
+          {
+            name: "Idempotency-Key",
+            description:
+              "1 to 255 visible ASCII characters. A retry with the same key and body within 24 h answers the first marker again; the same key with another body is 422 IDEMPOTENCY_KEY_REUSED.",
+            schema: { type: "string", pattern: "^[\\x21-\\x7e]{1,255}$" },
+          },
+        ],
+        requestBody: "MarkerCreate",
+        success: { status: 201, description: "The stored marker.", schema: "Marker" },
+        errors: [
+          "INVALID_TARGET",
+          "INVALID_REPLAY_ID",
+          "INVALID_SERVER_ID",
+          "INVALID_TICK",
+          "INVALID_LABEL",
+          "INVALID_CATEGORY",
+          "INVALID_COLOUR",
+          "INVALID_ICON",
+          "INVALID_ACTOR",
+          "INVALID_IDEMPOTENCY_KEY",
+          "REPLAY_NOT_FOUND",
+          "NO_ACTIVE_RECORDING",
+          "TOO_MANY_MARKERS",
+          "IDEMPOTENCY_KEY_REUSED",
+        ],
+      },
       async handle(call) {
         const body = readJsonObject(call);
         const idempotencyKey = idempotencyKeyOf(call);
@@ -90,6 +123,14 @@ export function markerRoutes(markers: Client<typeof MarkersService>): Route[] {
       path: "/v1/api/timeline-events/:id",
       auth: "api-key",
       scope: "replays:write",
+      doc: {
+        operationId: "deleteTimelineEvent",
+        tag: "Timeline markers",
+        summary: "Delete a marker",
+        pathParams: { id: "The marker's id." },
+        success: { status: 204, description: "The marker is gone." },
+        errors: ["INVALID_MARKER_ID", "MARKER_NOT_FOUND"],
+      },
       async handle(call) {
         await markers.deleteMarker({ markerId: call.params.id ?? "" }, call.rpc);
         return { status: 204 };
@@ -100,6 +141,15 @@ export function markerRoutes(markers: Client<typeof MarkersService>): Route[] {
       path: "/v1/api/replays/:id/timeline-events",
       auth: "api-key",
       scope: "replays:read",
+      doc: {
+        operationId: "listTimelineEvents",
+        tag: "Timeline markers",
+        summary: "List a replay's markers",
+        description: "Every marker of the replay (at most 500), by tick.",
+        pathParams: { id: "The replay's id." },
+        success: { status: 200, description: "The replay's markers.", schema: "MarkerList" },
+        errors: ["INVALID_REPLAY_ID", "REPLAY_NOT_FOUND"],
+      },
       async handle(call) {
         const res = await markers.listMarkers({ replayId: call.params.id ?? "" }, call.rpc);
         return { status: 200, body: { timelineEvents: res.markers.map(markerEntry) } };

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { CallOptions } from "@connectrpc/connect";
 import type { Actor } from "../../gen/replay/common/v1/common_pb.js";
-import { DomainError } from "../../lib/errors.js";
+import { DomainError, type ErrorCode } from "../../lib/errors.js";
 import type { Scope } from "../auth/scopes.js";
 
 /** What a route handler gets once the request is authenticated, rate-limited and scoped. */
@@ -31,7 +31,33 @@ export type Route = {
   scope?: Scope;
   /** Resolve the key's member fresh for this request (servers management). */
   actor?: boolean;
+  /** What the API reference (GET /openapi.json) says of the route; the document is built from it. */
+  doc: RouteDoc;
   handle(call: RouteCall): Promise<RouteReply>;
+};
+
+/** A query parameter or request header a route reads. */
+export type ParameterDoc = { name: string; description: string; schema: Record<string, unknown> };
+
+/**
+ * A route's entry in the API reference. Schemas are named components of gateway/openapi/schemas.ts.
+ * `errors` are the codes the route itself can answer with; its authentication scheme's codes and
+ * those every route can answer (INVALID_BODY, PAYLOAD_TOO_LARGE, INTERNAL_ERROR,
+ * SERVICE_UNAVAILABLE) are added by the document.
+ */
+export type RouteDoc = {
+  operationId: string;
+  tag: "Timeline markers" | "Servers" | "Replays" | "Webhook subscriptions";
+  summary: string;
+  description?: string;
+  /** What each path parameter is, by name (every one is an id). */
+  pathParams?: Readonly<Record<string, string>>;
+  query?: readonly ParameterDoc[];
+  headers?: readonly ParameterDoc[];
+  /** The JSON body the route reads. */
+  requestBody?: string;
+  success: { status: number; description: string; schema?: string };
+  errors: readonly ErrorCode[];
 };
 
 /** The body as a JSON object, or INVALID_BODY (decisions.md §1: first in every validation order). */

@@ -97,11 +97,37 @@ function listDeliveries(webhooks: Client<typeof WebhooksService>) {
  */
 export function webhookRoutes(webhooks: Client<typeof WebhooksService>): Route[] {
   return [
-    { method: "POST", path: "/v1/webhooks", auth: "signature", handle: createSubscription(webhooks) },
+    {
+      method: "POST",
+      path: "/v1/webhooks",
+      auth: "signature",
+      doc: {
+        operationId: "createSubscription",
+        tag: "Webhook subscriptions",
+        summary: "Subscribe to events",
+        description:
+          "Each named event is then sent to the URL as a signed POST (see the webhooks of this document). The signing secret is in this response only.",
+        requestBody: "SubscriptionCreate",
+        success: { status: 201, description: "The subscription, with its secret.", schema: "SubscriptionCreated" },
+        errors: ["VALIDATION_ERROR", "WEBHOOK_DELIVERY_UNCONFIGURED"],
+      },
+      handle: createSubscription(webhooks),
+    },
     {
       method: "GET",
       path: "/v1/webhooks",
       auth: "signature",
+      doc: {
+        operationId: "listSubscriptions",
+        tag: "Webhook subscriptions",
+        summary: "List subscriptions",
+        success: {
+          status: 200,
+          description: "Every subscription, oldest first; never a secret.",
+          schema: "SubscriptionList",
+        },
+        errors: [],
+      },
       async handle(call) {
         const res = await webhooks.listSubscriptions({}, call.rpc);
         return { status: 200, body: { subscriptions: res.subscriptions.map(subscriptionJson) } };
@@ -111,16 +137,59 @@ export function webhookRoutes(webhooks: Client<typeof WebhooksService>): Route[]
       method: "DELETE",
       path: "/v1/webhooks/:id",
       auth: "signature",
+      doc: {
+        operationId: "deleteSubscription",
+        tag: "Webhook subscriptions",
+        summary: "Delete a subscription",
+        description: "Its delivery log goes with it; no further attempt is made.",
+        pathParams: { id: "The subscription's id." },
+        success: { status: 204, description: "The subscription is gone." },
+        errors: ["SUBSCRIPTION_NOT_FOUND"],
+      },
       async handle(call) {
         await webhooks.deleteSubscription({ subscriptionId: call.params.id ?? "" }, call.rpc);
         return { status: 204 };
       },
     },
-    { method: "GET", path: "/v1/webhooks/:id/deliveries", auth: "signature", handle: listDeliveries(webhooks) },
+    {
+      method: "GET",
+      path: "/v1/webhooks/:id/deliveries",
+      auth: "signature",
+      doc: {
+        operationId: "listDeliveries",
+        tag: "Webhook subscriptions",
+        summary: "List a subscription's deliveries",
+        description: "The delivery log, newest first, each delivery with its attempts.",
+        pathParams: { id: "The subscription's id." },
+        query: [
+          {
+            name: "page_size",
+            description: "1 to 100, default 20.",
+            schema: { type: "integer", minimum: 1, maximum: 100, default: 20 },
+          },
+          {
+            name: "page_token",
+            description: "The `next_page_token` of the previous page.",
+            schema: { type: "string" },
+          },
+        ],
+        success: { status: 200, description: "One page of the delivery log.", schema: "DeliveryPage" },
+        errors: ["INVALID_PAGE_SIZE", "INVALID_PAGE_TOKEN", "SUBSCRIPTION_NOT_FOUND"],
+      },
+      handle: listDeliveries(webhooks),
+    },
     {
       method: "GET",
       path: "/v1/webhooks/deliveries/:id",
       auth: "signature",
+      doc: {
+        operationId: "getDelivery",
+        tag: "Webhook subscriptions",
+        summary: "Get a delivery",
+        pathParams: { id: "The delivery's id." },
+        success: { status: 200, description: "The delivery with its attempts.", schema: "Delivery" },
+        errors: ["DELIVERY_NOT_FOUND"],
+      },
       async handle(call) {
         const res = await webhooks.getDelivery({ deliveryId: call.params.id ?? "" }, call.rpc);
         return { status: 200, body: deliveryJson(res.delivery) };
@@ -131,6 +200,16 @@ export function webhookRoutes(webhooks: Client<typeof WebhooksService>): Route[]
       path: "/v1/webhooks/deliveries/:id/replay",
       auth: "api-key",
       scope: "collections:write",
+      doc: {
+        operationId: "replayDelivery",
+        tag: "Webhook subscriptions",
+        summary: "Send a delivery again",
+        description:
+          "Queues one more attempt at once, with the same body and a fresh signature, and adds 1 to `retry_count`. Any delivery not yet succeeded can be replayed; there is no idempotency key: each call is one more attempt.",
+        pathParams: { id: "The delivery's id." },
+        success: { status: 202, description: "The delivery, its new attempt queued.", schema: "Delivery" },
+        errors: ["DELIVERY_NOT_FOUND", "DELIVERY_NOT_REPLAYABLE"],
+      },
       async handle(call) {
         const res = await webhooks.replayDelivery({ deliveryId: call.params.id ?? "" }, call.rpc);
         return { status: 202, body: deliveryJson(res.delivery) };

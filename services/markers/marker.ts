@@ -1,28 +1,13 @@
 import { DomainError, type ErrorCode } from "../../lib/errors.js";
 import { parseUuid } from "../../lib/ids.js";
 import { hasControl, trimWhiteSpace } from "../../lib/text.js";
+import { MARKER_ICONS } from "../../lib/vocabulary.js";
 
 /** The most markers one replay holds (spec "Limits"). */
 export const MARKERS_PER_REPLAY = 500;
 
 /** The closed set of icon tokens (spec "Timeline marker"); nothing else is an icon. */
-export const ICONS: ReadonlySet<string> = new Set([
-  "swords",
-  "skull",
-  "shield",
-  "pickaxe",
-  "blast",
-  "flask",
-  "user-plus",
-  "bookmark",
-  "flag",
-  "sparkles",
-  "hammer",
-  "star",
-  "trophy",
-  "bed",
-  "diamond",
-]);
+export const ICONS: ReadonlySet<string> = new Set(MARKER_ICONS);
 
 const MAX_TICK = BigInt(Number.MAX_SAFE_INTEGER);
 const colourPattern = /^#[0-9a-fA-F]{6}$/;

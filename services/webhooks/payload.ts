@@ -2,18 +2,10 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { AssetSnapshot, CollectionSnapshot } from "../../gen/replay/events/v1/replays_pb.js";
 import type { EventOf } from "../../lib/bus/events.js";
+import { WEBHOOK_EVENTS } from "../../lib/vocabulary.js";
 
 /** The eight webhook event names (spec "Events"): the vocabulary is complete. */
-export const webhookEvents = [
-  "collection.finalized",
-  "collection.released",
-  "collection.revoked",
-  "asset.processing",
-  "asset.ready",
-  "asset.failed",
-  "asset.expired",
-  "asset.deleted",
-] as const;
+export const webhookEvents = WEBHOOK_EVENTS;
 
 export type WebhookEvent = (typeof webhookEvents)[number];
 
