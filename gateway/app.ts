@@ -5,6 +5,7 @@ import { type Actor, MemberRole } from "../gen/replay/common/v1/common_pb.js";
 import type { Queryable } from "../lib/db/types.js";
 import { DomainError } from "../lib/errors.js";
 import { logger } from "../lib/log.js";
+import { httpRequests, rateLimitRefusals } from "../lib/metrics.js";
 import { type Problem, problem } from "../lib/problem.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
 import type { Authenticator } from "./auth/authenticate.js";
@@ -122,6 +123,10 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
     return sendProblem(req, reply, toProblem(notFound(req)));
   });
   app.addHook("onResponse", async (req, reply) => {
+    httpRequests.observe(
+      { route: routeLabel(req), method: req.method, status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
     accessLog.info(
       {
         method: req.method,
@@ -192,6 +197,11 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
     });
   }
   return app;
+}
+
+/** The metrics label of a request: its route pattern, never the path itself (ids would make it unbounded). */
+function routeLabel(req: FastifyRequest): string {
+  return req.routeOptions.url ?? "unmatched";
 }
 
 /** 405 with Allow: the path exists, the method does not; a property of the route table, before authentication. */
@@ -281,6 +291,7 @@ async function refuseTooLarge(req: FastifyRequest, reply: FastifyReply, body: Pr
   socket.write(
     `HTTP/1.1 413 Content Too Large\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nx-request-id: ${req.id}\r\nconnection: close\r\n\r\n${text}`,
   );
+  httpRequests.observe({ route: routeLabel(req), method: req.method, status: "413" }, reply.elapsedTime / 1000);
   accessLog.info(
     { method: req.method, route: req.routeOptions.url ?? null, status: 413, requestId: req.id },
     "request",
@@ -361,11 +372,13 @@ async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply
       deps.now(),
     );
     reply.headers(rateLimitHeaders(decision));
-    if (!decision.allowed)
+    if (!decision.allowed) {
+      rateLimitRefusals.inc({ route: route.path });
       throw new DomainError(
         "RATE_LIMITED",
         `the tenant's rate limit of ${identity.rate_limit_rps} requests/s is exhausted`,
       );
+    }
     if (route.scope && !identity.scopes.includes(route.scope)) {
       throw new DomainError("INSUFFICIENT_SCOPE", `this route needs the scope ${route.scope}`);
     }

@@ -8,6 +8,7 @@ import { startRetentionWorker } from "./bus/retention.js";
 import type { Config } from "./config.js";
 import { type Migration, migrate, readMigrations } from "./db/migrate.js";
 import type { Db } from "./db/types.js";
+import { watchOutbox } from "./metrics.js";
 import type { Platform } from "./platform.js";
 import { createHealthService } from "./rpc/health.js";
 import { createRpcServer } from "./rpc/server.js";
@@ -58,6 +59,7 @@ export async function openSchema(
 ): Promise<OpenSchema> {
   const db = platform.openDb(name, options);
   await migrate(db, migrations);
+  const unwatch = watchOutbox(db);
   const relay = startOutboxRelay({ db, bus: platform.bus });
   const retention = startRetentionWorker(db, {
     eventsMs: config.events.retentionMs,
@@ -66,6 +68,7 @@ export async function openSchema(
   return {
     db,
     async stop() {
+      unwatch();
       await Promise.all([relay.stop(), retention.stop()]);
     },
   };

@@ -24,7 +24,7 @@ declare module "vitest" {
      * README's example receiver (`examplePort`): the two ports the shared systems' delivery may reach
      * on loopback (WEBHOOK_ALLOW_TARGETS), and the folder of the certificate they trust (WEBHOOK_CA_FILE).
      */
-    webhookReceiver: { port: number; certDir: string; examplePort: number; contractPort: number };
+    webhookReceiver: { port: number; certDir: string; examplePort: number; contractPort: number; metricsPort: number };
   }
 }
 
@@ -64,11 +64,18 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const templateDir = await mkdtemp(join(tmpdir(), "replay-test-template-"));
   writeReceiverCertificate(templateDir);
   // One receiver port per test file that receives deliveries while others run: webhooks, the
-  // README's example receiver, the API reference's contract test.
-  const [receiverPort, examplePort, contractPort] = (await freePorts(3)) as [number, number, number];
+  // README's example receiver, the API reference's contract test, the metrics test.
+  const [receiverPort, examplePort, contractPort, metricsPort] = (await freePorts(4)) as [
+    number,
+    number,
+    number,
+    number,
+  ];
   // A short schedule and timeout, so that retries, exhaustion and a hanging receiver fit in a test.
   const webhookEnv = {
-    WEBHOOK_ALLOW_TARGETS: `127.0.0.1:${receiverPort},127.0.0.1:${examplePort},127.0.0.1:${contractPort}`,
+    WEBHOOK_ALLOW_TARGETS: [receiverPort, examplePort, contractPort, metricsPort]
+      .map((port) => `127.0.0.1:${port}`)
+      .join(","),
     WEBHOOK_CA_FILE: join(templateDir, "cert.pem"),
     WEBHOOK_RETRY_SCHEDULE: "0,300ms,300ms",
     WEBHOOK_TIMEOUT_MS: "2000",
@@ -97,7 +104,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("natsUrl", natsUrl);
   project.provide("templateDatabase", postgresTemplate?.name ?? "");
   project.provide("embeddedTemplate", embeddedTemplate);
-  project.provide("webhookReceiver", { port: receiverPort, certDir: templateDir, examplePort, contractPort });
+  project.provide("webhookReceiver", {
+    port: receiverPort,
+    certDir: templateDir,
+    examplePort,
+    contractPort,
+    metricsPort,
+  });
   project.provide("systems", systems.map(describeSystem));
 
   return async () => {

@@ -77,6 +77,15 @@ describe("INTERNAL_TOKEN: the internal port beyond loopback", () => {
       expect(right.out.tenantId).toMatch(/^[0-9a-f-]{36}$/);
     });
 
+    it("GET /metrics needs the token too (Prometheus sends it as a bearer token)", async () => {
+      expect((await send(sys().internalUrl, "GET", "/metrics")).status).toBe(401);
+      const scraped = await send(sys().internalUrl, "GET", "/metrics", {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(scraped.status).toBe(200);
+      expect(scraped.text).toContain("replay_outbox_backlog");
+    });
+
     it("a stock gRPC check-in without the token is UNAUTHENTICATED; the public API is unchanged", async () => {
       const t = await provisionTenant(sys());
       const created = await send(sys().baseUrl, "POST", "/v1/api/servers", {

@@ -146,6 +146,28 @@ export function describeBusContract(open: () => Promise<TestBus>): void {
       expect(got.ids()).toEqual([twice, marker]);
     });
 
+    it("counts a durable's events not yet finished (its lag): waiting, and delivered but unsettled", async () => {
+      await using world = await open();
+      const { bus } = world;
+      let release = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const got = recorder();
+      onTestFinished(
+        await bus.subscribe("lagging", ["replays.asset.ready"], async (msg) => {
+          await held;
+          await got.handler(msg);
+        }),
+      );
+      for (let i = 0; i < 3; i++) await world.emit("replays.asset.ready", randomUUID(), encode(""));
+      await world.emit("replays.asset.failed", randomUUID(), encode(""));
+      await waitFor("three pending", async () => (await bus.pending("lagging", ["replays.asset.ready"])) === 3);
+      release();
+      await waitFor("all three handled", () => got.received.length === 3);
+      await waitFor("none pending", async () => (await bus.pending("lagging", ["replays.asset.ready"])) === 0);
+    });
+
     it("delivers only the subjects a durable subscribed to, wildcards included", async () => {
       await using world = await open();
       const { bus } = world;

@@ -43,6 +43,11 @@ export interface Bus {
   ): Promise<() => Promise<void>>;
   /** Every process gets every message published from now on (used by gateway replicas for key revocations); no durability. */
   broadcast(subjects: readonly string[], handler: BusHandler): Promise<() => Promise<void>>;
+  /**
+   * How many events of these subjects the durable has not finished (waiting, or delivered and not
+   * yet acknowledged): its lag, for /metrics.
+   */
+  pending(durable: string, subjects: readonly string[]): Promise<number>;
   /** True when the broker is reachable (readiness). */
   isReady(): boolean;
   close(): Promise<void>;

@@ -2,6 +2,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { createBatcher } from "../db/batch.js";
 import type { Db, Tx } from "../db/types.js";
 import { logger } from "../log.js";
+import { watchConsumer } from "../metrics.js";
 import type { Bus, BusMessage } from "./bus.js";
 import { decodeEvent, type EventOf, type EventSubject } from "./events.js";
 import { recordInbox } from "./inbox.js";
@@ -35,12 +36,12 @@ export type ConsumerDeps = {
  * Subscribes `consumer` under its durable name to the subjects it has handlers for. Each message is
  * decoded and applied by applyEvent.
  */
-export function startConsumer(deps: ConsumerDeps, consumer: Consumer): Promise<() => Promise<void>> {
+export async function startConsumer(deps: ConsumerDeps, consumer: Consumer): Promise<() => Promise<void>> {
   const subjects = Object.keys(consumer.handlers) as EventSubject[];
   const concurrency = consumer.concurrency ?? 1;
   const apply =
     concurrency > 1 ? groupedApply(deps, consumer, concurrency) : (msg: BusMessage) => applyEvent(deps, consumer, msg);
-  return deps.bus.subscribe(
+  const stop = await deps.bus.subscribe(
     consumer.durable,
     subjects,
     async (msg) => {
@@ -48,6 +49,11 @@ export function startConsumer(deps: ConsumerDeps, consumer: Consumer): Promise<(
     },
     { concurrency },
   );
+  const unwatch = watchConsumer(consumer.durable, () => deps.bus.pending(consumer.durable, subjects));
+  return async () => {
+    unwatch();
+    await stop();
+  };
 }
 
 /**

@@ -189,6 +189,24 @@ export async function createEmbeddedBus(openDb: (schema: string) => Db): Promise
       };
     },
 
+    async pending(name, subjects) {
+      let total = 0;
+      for (const filter of new Set(subjects)) {
+        const producer = assertSubjectPattern(filter);
+        const { rows: cursor } = await db.query<{ position: number }>(
+          "SELECT position FROM bus.cursor WHERE durable = $1 AND filter = $2",
+          [name, filter],
+        );
+        // Counted per subject, then matched here: the outbox holds a handful of distinct subjects.
+        const { rows } = await db.query<{ subject: string; n: string }>(
+          `SELECT subject, count(*) AS n FROM ${producer}.outbox WHERE id > $1 GROUP BY subject`,
+          [cursor[0]?.position ?? 0],
+        );
+        for (const row of rows) if (subjectMatches(filter, row.subject)) total += Number(row.n);
+      }
+      return total;
+    },
+
     isReady: () => !closed,
 
     async close() {

@@ -245,6 +245,15 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
       });
     },
 
+    async pending(durable, subjects) {
+      const infos = await Promise.all(
+        [...new Set(subjects)].map((pattern) =>
+          jsm.consumers.info(streamOf(assertSubjectPattern(pattern)), consumerName(durable, pattern)),
+        ),
+      );
+      return infos.reduce((sum, info) => sum + info.num_pending + info.num_ack_pending, 0);
+    },
+
     isReady: () => connected && !nc.isClosed(),
 
     close() {

@@ -1,8 +1,10 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { metricValue } from "../_metrics-testing.js";
 import { createTestDb, type TestDb } from "../db/_testing.js";
 import { migrate } from "../db/migrate.js";
 import type { Db } from "../db/types.js";
+import { metricsText, watchOutbox } from "../metrics.js";
 import { createTestBus, recorder, waitFor } from "./_testing.js";
 import type { Bus } from "./bus.js";
 import { enqueue, outboxMigrations, startOutboxRelay } from "./outbox.js";
@@ -188,5 +190,36 @@ describe("outbox", () => {
       await relay.stop();
     }
     expect(await unpublished(db)).toBe(0);
+  });
+});
+
+describe("outbox metrics", () => {
+  it("reports the backlog and the age of the oldest unpublished event on /metrics until the relay sends them", async () => {
+    const db = await openDb();
+    onTestFinished(watchOutbox(db));
+    const read = async () => {
+      const { body } = await metricsText();
+      return {
+        backlog: metricValue(body, "replay_outbox_backlog", { schema: db.schema }),
+        age: metricValue(body, "replay_outbox_oldest_unpublished_age_seconds", { schema: db.schema }),
+      };
+    };
+    expect(await read()).toEqual({ backlog: 0, age: 0 });
+    await db.transaction(async (tx) => {
+      await tx.query(
+        `INSERT INTO ${db.schema}.outbox (event_id, subject, payload, created_at) VALUES ($1, $2, '', now() - interval '5 seconds')`,
+        [randomUUID(), subject],
+      );
+      await enqueue(tx, db.schema, { subject, eventId: randomUUID(), payload: new Uint8Array() });
+    });
+    const before = await read();
+    expect(before.backlog).toBe(2);
+    expect(before.age).toBeGreaterThanOrEqual(5);
+
+    await using world = await createTestBus(testDb.dbFor);
+    const relay = startOutboxRelay({ db, bus: world.bus, pollMs: 50 });
+    onTestFinished(() => relay.stop());
+    await waitFor("the relay to publish both", async () => (await read()).backlog === 0);
+    expect((await read()).age).toBe(0);
   });
 });

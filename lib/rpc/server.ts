@@ -10,6 +10,7 @@ import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 import { isAdmitted, refuseUnauthenticated } from "./internal-token.js";
 import { createLeanHandler, createLeanStreamHandler } from "./lean-handler.js";
 import { createDualListener } from "./listener.js";
+import { isMetricsScrape, metricsInterceptor, serveMetrics } from "./metrics.js";
 import { keepByteOrderMarks } from "./text-encoding.js";
 import { textGuard } from "./text-guard.js";
 import { collectUnaryRoutes, type UnaryRoute } from "./unary-routes.js";
@@ -41,11 +42,12 @@ export type RpcServerOptions = {
  * gateway and replayctl call it in the Connect protocol over HTTP/1.1 keep-alive, recorder
  * infrastructure with stock gRPC clients over h2c. Unary calls take the lean path (lean-handler.ts);
  * streams and anything else go to connect-node. Every handler runs behind the error interceptor
- * and sees the trusted context (tenant, actor, request id).
+ * and sees the trusted context (tenant, actor, request id). GET /metrics answers the process's
+ * metrics (lib/metrics.ts), behind the internal token like every call.
  */
 export async function createRpcServer(options: RpcServerOptions): Promise<RpcServer> {
   keepByteOrderMarks();
-  const interceptors = [errorInterceptor, textGuard, ...(options.interceptors ?? [])];
+  const interceptors = [metricsInterceptor, errorInterceptor, textGuard, ...(options.interceptors ?? [])];
   let unaryRoutes: ReadonlyMap<string, UnaryRoute> = new Map();
   // No shutdownSignal: connect-node links one listener per in-flight call to it (past ten calls,
   // a MaxListenersExceededWarning). Destroying the connections after the grace period aborts every
@@ -67,6 +69,7 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
   const token = options.token;
   const handle = (req: HttpRequest, res: HttpResponse) => {
     if (token !== undefined && !isAdmitted(req.url, req.headers, token)) return refuseUnauthenticated(req, res);
+    if (isMetricsScrape(req)) return void serveMetrics(res);
     if (!lean(req, res)) void adapter(req as never, res as never);
   };
   // A stream without the token is left to `handle`, which refuses it.

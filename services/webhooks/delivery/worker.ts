@@ -1,6 +1,7 @@
 import { createBatcher } from "../../../lib/db/batch.js";
 import type { Db } from "../../../lib/db/types.js";
 import { logger } from "../../../lib/log.js";
+import { watchWebhookQueue, webhookAttempts } from "../../../lib/metrics.js";
 import { newLeaseOwner } from "../../../lib/worker/lease.js";
 import type { WorkerSpec } from "../../../lib/worker/worker.js";
 import * as store from "../store.js";
@@ -70,6 +71,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
     }, CLAIM_GATHER_MS);
   };
   let recording = true;
+  let unwatchQueue = () => {};
   // Subscriptions whose receiver could not be reached (a circuit breaker): their deliveries are not
   // claimed, so no attempt is spent on a receiver that is down and no wait is shortened; a probe
   // (a connection, no request) every PROBE_INTERVAL_MS finds it back, and its backlog goes at once.
@@ -147,6 +149,10 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
             retryScheduleMs: deps.retryScheduleMs,
           })
         : undefined;
+    webhookAttempts.observe(
+      { outcome: outcomeOf(result, next?.nextAttemptAt ?? null), trigger },
+      result.durationMs / 1000,
+    );
     if (!recording) return;
     await record({
       deliveryId: row.delivery_id,
@@ -180,6 +186,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
     wake: () => nudge(),
     started(wake) {
       nudge = wake;
+      unwatchQueue = watchWebhookQueue(db);
       probes = setInterval(probeUnreachable, PROBE_INTERVAL_MS);
       probes.unref();
     },
@@ -209,6 +216,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
       });
       await Promise.race([finished, aborted]);
       recording = false;
+      unwatchQueue();
       clearTimeout(gathering);
       clearInterval(probes);
       const unfinished = [...inFlight.keys()];
@@ -221,4 +229,11 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
       await client.close();
     },
   };
+}
+
+/** An attempt's outcome for /metrics: delivered, failed with another automatic attempt due, failed for now, or gone (410). */
+function outcomeOf(result: { statusCode: number | null; error: string | null }, nextAttemptAt: Date | null): string {
+  if (result.error === null) return "succeeded";
+  if (result.statusCode === 410) return "gone";
+  return nextAttemptAt ? "retrying" : "failed";
 }

@@ -1,0 +1,176 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { Db, Queryable } from "./db/types.js";
+import { logger } from "./log.js";
+
+// The process's metrics (Prometheus text format, served at GET /metrics on every internal port by
+// lib/rpc/server.ts). One registry per process: in the embedded mode the four services and the
+// gateway share it, and labels tell them apart. No label ever holds a tenant id or another
+// unbounded value: routes are patterns, RPCs are method names, outcomes are a closed set.
+
+const log = logger("lib:metrics");
+
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry });
+
+/** Latency buckets for requests and calls, in seconds: 1 ms to 10 s. */
+const LATENCY = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** Public HTTP requests of the gateway; `route` is the route table's pattern, or "unmatched". */
+export const httpRequests = new Histogram({
+  name: "replay_http_request_duration_seconds",
+  help: "Public HTTP requests by route pattern, method and status, and their latency.",
+  labelNames: ["route", "method", "status"] as const,
+  buckets: LATENCY,
+  registers: [registry],
+});
+
+/** RPCs served, by service, method and Connect code ("ok" for success). */
+export const rpcCalls = new Histogram({
+  name: "replay_rpc_server_duration_seconds",
+  help: "RPCs served by service, method and code, and their latency.",
+  labelNames: ["service", "method", "code"] as const,
+  buckets: LATENCY,
+  registers: [registry],
+});
+
+/** Requests refused by the per-tenant rate limit, by route pattern (never by tenant). */
+export const rateLimitRefusals = new Counter({
+  name: "replay_rate_limit_refusals_total",
+  help: "Requests refused by the per-tenant rate limit, by route pattern.",
+  labelNames: ["route"] as const,
+  registers: [registry],
+});
+
+/** Webhook delivery attempts by outcome: succeeded, retrying (another attempt is due), failed (none is), gone (410). */
+export const webhookAttempts = new Histogram({
+  name: "replay_webhook_attempt_duration_seconds",
+  help: "Webhook delivery attempts by outcome and trigger, and how long each took.",
+  labelNames: ["outcome", "trigger"] as const,
+  buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15],
+  registers: [registry],
+});
+
+// Values read when scraped, from whatever the process registered to watch.
+const outboxes = new Map<string, Queryable>();
+const consumers = new Map<string, () => Promise<number>>();
+let webhookQueue: Queryable | undefined;
+
+// One query per schema feeds both outbox families. The registry collects every family at once, so
+// the two share the read in flight instead of each running its own.
+let outboxRead: Promise<Map<string, { backlog: number; age: number }>> | undefined;
+function readOutboxes(): Promise<Map<string, { backlog: number; age: number }>> {
+  outboxRead ??= (async () => {
+    const values = new Map<string, { backlog: number; age: number }>();
+    await Promise.all(
+      [...outboxes].map(async ([schema, db]) => {
+        const row = await readOrLog(`outbox ${schema}`, () =>
+          db.query<{ backlog: string; age: number | null }>(
+            `SELECT count(*) AS backlog, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS age
+               FROM ${schema}.outbox WHERE published_at IS NULL`,
+          ),
+        );
+        if (row) values.set(schema, { backlog: Number(row.backlog), age: Math.max(0, row.age ?? 0) });
+      }),
+    );
+    return values;
+  })().finally(() => {
+    outboxRead = undefined;
+  });
+  return outboxRead;
+}
+
+new Gauge({
+  name: "replay_outbox_backlog",
+  help: "Events committed to a schema's outbox and not yet published.",
+  labelNames: ["schema"] as const,
+  registers: [registry],
+  async collect() {
+    this.reset();
+    for (const [schema, { backlog }] of await readOutboxes()) this.set({ schema }, backlog);
+  },
+});
+new Gauge({
+  name: "replay_outbox_oldest_unpublished_age_seconds",
+  help: "Age of the oldest event of a schema's outbox not yet published (0 when none).",
+  labelNames: ["schema"] as const,
+  registers: [registry],
+  async collect() {
+    this.reset();
+    for (const [schema, { age }] of await readOutboxes()) this.set({ schema }, age);
+  },
+});
+
+new Gauge({
+  name: "replay_consumer_pending",
+  help: "Events a durable consumer has not finished yet (delivered but unacknowledged included).",
+  labelNames: ["durable"] as const,
+  registers: [registry],
+  async collect() {
+    this.reset();
+    await Promise.all(
+      [...consumers].map(async ([durable, lag]) => {
+        try {
+          this.set({ durable }, await lag());
+        } catch (err) {
+          log.warn({ err, durable }, "reading a consumer's lag for /metrics failed");
+        }
+      }),
+    );
+  },
+});
+
+new Gauge({
+  name: "replay_webhook_queue_depth",
+  help: "Webhook deliveries pending: an attempt due now or scheduled.",
+  labelNames: ["due"] as const,
+  registers: [registry],
+  async collect() {
+    this.reset();
+    const db = webhookQueue;
+    if (!db) return;
+    const row = await readOrLog("webhook queue", () =>
+      db.query<{ now: string; later: string }>(
+        `SELECT count(*) FILTER (WHERE manual_queued > 0 OR next_attempt_at <= now()) AS now,
+                count(*) FILTER (WHERE manual_queued = 0 AND next_attempt_at > now()) AS later
+           FROM webhooks.delivery WHERE status = 'pending'`,
+      ),
+    );
+    if (!row) return;
+    this.set({ due: "now" }, Number(row.now));
+    this.set({ due: "later" }, Number(row.later));
+  },
+});
+
+async function readOrLog<T>(what: string, read: () => Promise<{ rows: T[] }>): Promise<T | undefined> {
+  try {
+    return (await read()).rows[0];
+  } catch (err) {
+    log.warn({ err, what }, "reading a metric for /metrics failed");
+    return undefined;
+  }
+}
+
+/** Reports this schema's outbox backlog while the returned function has not been called. */
+export function watchOutbox(db: Db): () => void {
+  outboxes.set(db.schema, db);
+  return () => outboxes.delete(db.schema);
+}
+
+/** Reports a durable consumer's lag, read by `lag`, while the returned function has not been called. */
+export function watchConsumer(durable: string, lag: () => Promise<number>): () => void {
+  consumers.set(durable, lag);
+  return () => consumers.delete(durable);
+}
+
+/** Reports the webhook delivery queue of this database while the returned function has not been called. */
+export function watchWebhookQueue(db: Queryable): () => void {
+  webhookQueue = db;
+  return () => {
+    if (webhookQueue === db) webhookQueue = undefined;
+  };
+}
+
+/** The exposition: every family in the Prometheus text format. */
+export async function metricsText(): Promise<{ contentType: string; body: string }> {
+  return { contentType: registry.contentType, body: await registry.metrics() };
+}
