@@ -6,6 +6,7 @@ import { start as startGateway } from "./gateway/main.js";
 // deployment (`node dist/start.js <gateway|markers|servers|replays|webhooks>`).
 import { type Config, ConfigError, loadConfig, type ProcessName, processNames, serviceNames } from "./lib/config.js";
 import { configureLogging, logger } from "./lib/log.js";
+import { startOtelExport } from "./lib/otel.js";
 import { openPlatform, type Platform } from "./lib/platform.js";
 import { asPortError, checkPortsFree, PortError, plannedListeners } from "./lib/ports.js";
 import type { Running } from "./lib/service-host.js";
@@ -55,6 +56,7 @@ async function main(): Promise<void> {
     return;
   }
   const startedAt = performance.now();
+  const otel = await startOtelExport(config.otel, name ? `replay-${name}` : "replay");
   const platform = await openPlatform(config, name ?? "replay");
   // However the process ends from here on, a failed start included, it leaves no DATA_DIR lock behind.
   process.once("exit", () => platform.releaseAtExit());
@@ -84,6 +86,7 @@ async function main(): Promise<void> {
   // The gateway is first in `parts`, so nothing new reaches the services while they drain.
   for (const part of parts) await part.close().catch((err) => log.error({ err }, "close failed"));
   await platform.close();
+  await otel?.stop();
   process.exitCode = 0;
 }
 

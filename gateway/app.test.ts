@@ -6,7 +6,7 @@ import { createRateLimiter } from "./rate-limit.js";
 
 describe("the gateway while it drains", () => {
   it("answers requests still arriving on an open connection with a 503 problem and closes it", async () => {
-    let release: (ready: boolean) => void = () => {};
+    let release: (missing: string[]) => void = () => {};
     let parked: () => void = () => {};
     const inFlight = new Promise<void>((resolve) => (parked = resolve));
     const app = buildApp({
@@ -15,8 +15,8 @@ describe("the gateway while it drains", () => {
       authenticator: {} as Authenticator,
       db: {} as never,
       rateLimiter: createRateLimiter({ replicas: 1 }),
-      isReady: () =>
-        new Promise<boolean>((resolve) => {
+      notReady: () =>
+        new Promise<string[]>((resolve) => {
           release = resolve;
           parked();
         }),
@@ -36,7 +36,7 @@ describe("the gateway while it drains", () => {
     while (app.server.listening) await new Promise((resolve) => setTimeout(resolve, 5));
     socket.write("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: drain-1\r\n\r\n");
     await new Promise((resolve) => setTimeout(resolve, 100));
-    release(true);
+    release([]);
     await closing;
     await closed;
     const answers = Buffer.concat(chunks)

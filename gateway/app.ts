@@ -8,6 +8,14 @@ import { logger } from "../lib/log.js";
 import { httpRequests, rateLimitRefusals } from "../lib/metrics.js";
 import { type Problem, problem } from "../lib/problem.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
+import {
+  formatTraceparent,
+  parseTraceparent,
+  runInTrace,
+  type Span,
+  startSpan,
+  type TraceContext,
+} from "../lib/trace.js";
 import type { Authenticator } from "./auth/authenticate.js";
 import { openApiDocument } from "./openapi/document.js";
 import { toProblem } from "./problem.js";
@@ -35,8 +43,8 @@ export type GatewayDeps = {
   rateLimiter: RateLimiter;
   /** The identity database, for the member a management key is bound to. */
   db: Queryable;
-  /** True when every dependency answers (GET /readyz). */
-  isReady: () => Promise<boolean>;
+  /** The dependencies that do not answer, by name (GET /readyz names them); none when ready. */
+  notReady: () => Promise<string[]>;
   now: () => number;
   /** The deadline of the one RPC a request makes. */
   rpcTimeoutMs?: number;
@@ -47,6 +55,10 @@ declare module "fastify" {
     routeCall?: RouteCall;
     /** The body came with an empty or unparsable Content-Type: INVALID_BODY, after authentication. */
     badContentType?: boolean;
+    /** This request's hop of its trace (lib/trace.ts). */
+    trace?: TraceContext;
+    /** Ends the hop's span when the response has gone. */
+    endSpan?: Span["end"];
   }
 }
 
@@ -77,6 +89,22 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
 
+  // The request's hop of its trace (the client's traceparent, or a new trace). Entered again before
+  // the handler: the body arrives on socket events, outside the context the first hook entered.
+  app.addHook("onRequest", (req, _reply, done) => {
+    const route = routeLabel(req);
+    const span = startSpan(`${req.method} ${route}`, "server", parseTraceparent(req.headers.traceparent), {
+      requestId: req.id,
+      attributes: { "http.request.method": req.method, "http.route": route },
+    });
+    req.trace = span.trace;
+    req.endSpan = span.end;
+    runInTrace(req.trace, done);
+  });
+  app.addHook("preHandler", (req, _reply, done) => {
+    if (req.trace) runInTrace(req.trace, done);
+    else done();
+  });
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);
     if (closing) {
@@ -111,9 +139,10 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
 
   app.setErrorHandler(async (err, req, reply) => {
     const body = toProblem(err);
-    if (body.status === 500) log.error({ err, requestId: req.id, url: req.url }, "request failed");
-    else if (body.status === 503) log.warn({ requestId: req.id, url: req.url, reason: String(err) }, "request failed");
-    else if (isClientAbort(err)) log.info({ requestId: req.id, url: req.url }, "the client went away mid-request");
+    const ids = { requestId: req.id, trace_id: req.trace?.traceId, url: req.url };
+    if (body.status === 500) log.error({ err, ...ids }, "request failed");
+    else if (body.status === 503) log.warn({ ...ids, reason: String(err) }, "request failed");
+    else if (isClientAbort(err)) log.info(ids, "the client went away mid-request");
     if (body.code === "PAYLOAD_TOO_LARGE") return refuseTooLarge(req, reply, body);
     return sendProblem(req, reply, body);
   });
@@ -123,6 +152,10 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
     return sendProblem(req, reply, toProblem(notFound(req)));
   });
   app.addHook("onResponse", async (req, reply) => {
+    req.endSpan?.(
+      { "http.response.status_code": reply.statusCode },
+      reply.statusCode >= 500 ? String(reply.statusCode) : undefined,
+    );
     httpRequests.observe(
       { route: routeLabel(req), method: req.method, status: String(reply.statusCode) },
       reply.elapsedTime / 1000,
@@ -135,6 +168,7 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
         durationMs: Math.round(reply.elapsedTime * 10) / 10,
         tenant: req.routeCall?.tenantId ?? null,
         requestId: req.id,
+        trace_id: req.trace?.traceId,
       },
       "request",
     );
@@ -142,9 +176,8 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
 
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
-    if (!(await deps.isReady().catch(() => false))) {
-      throw new DomainError("SERVICE_UNAVAILABLE", "a dependency is not reachable");
-    }
+    const missing = await deps.notReady().catch(() => ["readiness check"]);
+    if (missing.length > 0) throw new DomainError("SERVICE_UNAVAILABLE", `not ready: ${missing.join(", ")}`);
     return reply.send({ status: "ready" });
   });
 
@@ -403,7 +436,15 @@ async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply
     rawQuery,
     body: req.body as Buffer | undefined,
     headers: req.headers,
-    rpc: { headers: trustedHeaders({ tenantId, actor, requestId: req.id }), timeoutMs: deps.rpcTimeoutMs ?? 10_000 },
+    rpc: {
+      headers: trustedHeaders({
+        tenantId,
+        actor,
+        requestId: req.id,
+        traceparent: req.trace ? formatTraceparent(req.trace) : undefined,
+      }),
+      timeoutMs: deps.rpcTimeoutMs ?? 10_000,
+    },
   };
 }
 

@@ -1,6 +1,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import { type Client, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { contextHeaders } from "../lib/rpc/context.js";
+import { currentTraceparent } from "../lib/trace.js";
 
 /**
  * Serves a backend service's unary and client-streaming RPCs (RecordingService.UploadArchive) on
@@ -23,6 +24,9 @@ export function forwardService<S extends DescService>(service: S, client: Client
         const value = ctx.requestHeader.get(name);
         if (value !== null) headers[name] = value;
       }
+      // The backend's hop is a child of this one.
+      const traceparent = currentTraceparent();
+      if (traceparent) headers[contextHeaders.traceparent] = traceparent;
       return call?.(req, { headers, signal: ctx.signal, timeoutMs: ctx.timeoutMs() }).catch(rethrowBackendError);
     };
   }

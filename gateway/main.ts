@@ -82,26 +82,31 @@ export async function start(config: Config, platform: Platform): Promise<Running
     },
   });
 
-  const isReady = async () => {
-    await db.query("SELECT 1");
-    if (!platform.bus.isReady()) return false;
-    const answers = await Promise.all(
-      backends.map(([, health]) =>
+  /** What is not ready, by name: the database, the event bus, each backend service (its gRPC health). */
+  const notReady = async (): Promise<string[]> => {
+    const checks: Promise<string | undefined>[] = [
+      db.query("SELECT 1").then(
+        () => undefined,
+        () => "database",
+      ),
+      Promise.resolve(platform.bus.isReady() ? undefined : "event bus"),
+      ...backends.map(([name, health]) =>
         health.check({ service: "" }, { timeoutMs: 2000 }).then(
-          (res) => res.status === HealthCheckResponse_ServingStatus.SERVING,
-          () => false,
+          (res) => (res.status === HealthCheckResponse_ServingStatus.SERVING ? undefined : `${name} service`),
+          () => `${name} service`,
         ),
       ),
-    );
-    return answers.every(Boolean);
+    ];
+    return (await Promise.all(checks)).filter((name): name is string => name !== undefined);
   };
+  const isReady = async () => (await notReady()).length === 0;
 
   const app = buildApp({
     routes: publicRoutes({ markers, servers, replays, webhooks }),
     authenticator: createAuthenticator({ db, keyCache, now }),
     rateLimiter: createRateLimiter({ replicas: config.gateway.replicas }),
     db,
-    isReady,
+    notReady,
     now,
   });
   await app.listen({ port: config.http.port ?? 8080, host: config.http.host });

@@ -23,6 +23,25 @@ describe("loadConfig", () => {
     expect(loadConfig({ EMBEDDED_TEMPLATE_DIR: "off" }).db.template).toBeUndefined();
   });
 
+  it("exports spans only when an OTLP endpoint is set, to its /v1/traces, with the collector's headers", () => {
+    expect(loadConfig({}).otel).toEqual({ otlpUrl: undefined, headers: {}, batchDelayMs: 5_000 });
+    const on = loadConfig({
+      OTEL_EXPORTER_OTLP_ENDPOINT: "https://collector:4318/",
+      OTEL_EXPORTER_OTLP_HEADERS: "x-api-key=a%3Db, Tenant = t1",
+      OTEL_BSP_SCHEDULE_DELAY: "250",
+    }).otel;
+    expect(on).toEqual({
+      otlpUrl: "https://collector:4318/v1/traces",
+      headers: { "x-api-key": "a=b", tenant: "t1" },
+      batchDelayMs: 250,
+    });
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://c:4318/custom" }).otel.otlpUrl).toBe(
+      "http://c:4318/custom",
+    );
+    expect(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" })).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT/);
+    expect(() => loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: "novalue" })).toThrow(/OTEL_EXPORTER_OTLP_HEADERS/);
+  });
+
   it("runs the distributed mode when DATABASE_URL is set", () => {
     const config = loadConfig({ DATABASE_URL: "postgres://db/x", NATS_URL: "nats://n:4222" });
     expect(config.mode).toBe("distributed");

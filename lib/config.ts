@@ -55,6 +55,13 @@ export type Config = Readonly<{
   internal: Readonly<{ token: string | undefined }>;
   log: Readonly<{ level: string }>;
   /**
+   * OpenTelemetry span export (lib/otel.ts), on only when an OTLP endpoint is set: `otlpUrl` is
+   * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, or OTEL_EXPORTER_OTLP_ENDPOINT + `/v1/traces`
+   * (OTLP/HTTP JSON); `headers` from OTEL_EXPORTER_OTLP_HEADERS (`k=v,k2=v2`, as a hosted collector
+   * wants its key); `batchDelayMs` from OTEL_BSP_SCHEDULE_DELAY.
+   */
+  otel: Readonly<{ otlpUrl: string | undefined; headers: Readonly<Record<string, string>>; batchDelayMs: number }>;
+  /**
    * Started by an npm script (npm sets npm_lifecycle_event): stop, as on SIGTERM, once the parent is
    * gone. npm runs scripts through `sh -c`, and dash neither execs the command nor passes on the
    * SIGTERM that npm forwards, so stopping npm by its pid would otherwise leave this process running.
@@ -81,6 +88,23 @@ export function parseDurationList(text: string): number[] | undefined {
     out.push(Math.round(Number(match[1]) * (durationUnitsMs[match[2] ?? "ms"] ?? 1)));
   }
   return out;
+}
+
+/** OTEL_EXPORTER_OTLP_HEADERS: `key=value` pairs separated by commas, values percent-encoded. */
+export function parseHeaderList(text: string): Record<string, string> | undefined {
+  const headers: Record<string, string> = {};
+  for (const pair of text.split(",")) {
+    if (pair.trim() === "") continue;
+    const at = pair.indexOf("=");
+    const key = pair.slice(0, at).trim();
+    if (at < 1 || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(key)) return undefined;
+    try {
+      headers[key.toLowerCase()] = decodeURIComponent(pair.slice(at + 1).trim());
+    } catch {
+      return undefined;
+    }
+  }
+  return headers;
 }
 
 function isBlobUrl(text: string): boolean {
@@ -219,6 +243,16 @@ export function loadConfig(
   const level = value("LOG_LEVEL") ?? "info";
   if (!logLevels.includes(level)) problems.push(`LOG_LEVEL must be one of ${logLevels.join(", ")}, got "${level}"`);
 
+  const otlpBase = value("OTEL_EXPORTER_OTLP_ENDPOINT");
+  const otlpUrl =
+    value("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") ?? (otlpBase && `${otlpBase.replace(/\/+$/, "")}/v1/traces`);
+  if (otlpUrl !== undefined && !isUrl(otlpUrl, ["http:", "https:"])) {
+    problems.push(`OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL, got "${otlpUrl}"`);
+  }
+  const otlpHeaders = parseHeaderList(value("OTEL_EXPORTER_OTLP_HEADERS") ?? "");
+  if (otlpHeaders === undefined)
+    problems.push("OTEL_EXPORTER_OTLP_HEADERS must be a list of key=value pairs separated by commas");
+
   const config: Config = {
     mode: dbUrl === undefined ? "embedded" : "distributed",
     http: {
@@ -247,6 +281,11 @@ export function loadConfig(
     pages: { tokenKey: value("PAGE_TOKEN_KEY"), tokenKeyFile: value("PAGE_TOKEN_KEY_FILE") },
     internal: { token: internalToken },
     log: { level },
+    otel: {
+      otlpUrl,
+      headers: otlpHeaders ?? {},
+      batchDelayMs: integer("OTEL_BSP_SCHEDULE_DELAY", 5_000, 1, 600_000),
+    },
     lifecycle: { stopWithParent: env.npm_lifecycle_event !== undefined },
   };
   if (problems.length > 0) {

@@ -10,6 +10,8 @@ export type BusMessage = {
   subject: string;
   eventId: string;
   data: Uint8Array;
+  /** The W3C traceparent of the hop that committed the event (lib/trace.ts), when it had one. */
+  traceparent?: string;
   settle?: (tx: Tx) => Promise<void>;
 };
 
@@ -33,7 +35,7 @@ export type SubscribeOptions = {
  */
 export interface Bus {
   /** Publishes durably: resolves once the broker has stored it; the same eventId published twice is stored once. */
-  publish(subject: string, eventId: string, data: Uint8Array): Promise<void>;
+  publish(subject: string, eventId: string, data: Uint8Array, traceparent?: string): Promise<void>;
   /** A durable, shared consumer (at-least-once; the message is acked only after handler resolves, redelivered after a throw, with backoff). Several processes subscribing with the same durable name share the work. Resolves to a stop function that waits for the in-flight handler. */
   subscribe(
     durable: string,

@@ -3,6 +3,7 @@ import { createBatcher } from "../db/batch.js";
 import type { Db, Tx } from "../db/types.js";
 import { logger } from "../log.js";
 import { watchConsumer } from "../metrics.js";
+import { nextSpan, parseTraceparent, runInTrace, startSpan, type TraceContext } from "../trace.js";
 import type { Bus, BusMessage } from "./bus.js";
 import { decodeEvent, type EventOf, type EventSubject } from "./events.js";
 import { recordInbox } from "./inbox.js";
@@ -36,6 +37,9 @@ export type ConsumerDeps = {
  * Subscribes `consumer` under its durable name to the subjects it has handlers for. Each message is
  * decoded and applied by applyEvent.
  */
+/** Each message's hop, for its handler when it runs in a group's transaction under another's. */
+const hops = new WeakMap<BusMessage, TraceContext>();
+
 export async function startConsumer(deps: ConsumerDeps, consumer: Consumer): Promise<() => Promise<void>> {
   const subjects = Object.keys(consumer.handlers) as EventSubject[];
   const concurrency = consumer.concurrency ?? 1;
@@ -45,7 +49,18 @@ export async function startConsumer(deps: ConsumerDeps, consumer: Consumer): Pro
     consumer.durable,
     subjects,
     async (msg) => {
-      await apply(msg);
+      // The hop of the event's trace; a grouped apply enters each event's own around its handler.
+      const span = startSpan(`${consumer.durable} ${msg.subject}`, "consumer", parseTraceparent(msg.traceparent), {
+        attributes: { "messaging.consumer.group.name": consumer.durable, "messaging.destination.name": msg.subject },
+      });
+      hops.set(msg, span.trace);
+      try {
+        await runInTrace(span.trace, () => apply(msg));
+        span.end();
+      } catch (err) {
+        span.end(undefined, String(err));
+        throw err;
+      }
     },
     { concurrency },
   );
@@ -85,7 +100,12 @@ async function applyInTransaction(tx: Tx, deps: ConsumerDeps, consumer: Consumer
       "event older than the inbox window; not applied, as it may have been applied before",
     );
   } else if (await recordInbox(tx, deps.db.schema, consumer.durable, event.eventId)) {
-    await handle(tx, event);
+    // Inside the event's own hop even when applied in a group, so what the handler logs and
+    // enqueues carries the trace of the request that caused the event.
+    await runInTrace(hops.get(msg) ?? nextSpan(parseTraceparent(msg.traceparent)), async () => {
+      await handle(tx, event);
+      log.debug({ durable: consumer.durable, subject, eventId: event.eventId }, "applied event");
+    });
     applied = true;
   }
   await msg.settle?.(tx);

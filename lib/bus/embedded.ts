@@ -5,7 +5,7 @@ import { logger } from "../log.js";
 import { startWorker, type Worker } from "../worker/worker.js";
 import type { Bus, BusHandler, BusMessage, Producer } from "./bus.js";
 import { assertDurableName, assertPublishSubject, assertSubjectPattern, producers, subjectMatches } from "./bus.js";
-import { outboxChannel, outboxMigrations } from "./outbox.js";
+import { OUTBOX_ROW_COLUMNS, type OutboxRow, outboxChannel, outboxMigrations } from "./outbox.js";
 
 const log = logger("lib:bus:embedded");
 
@@ -84,8 +84,8 @@ export async function createEmbeddedBus(openDb: (schema: string) => Db): Promise
           "SELECT position FROM bus.cursor WHERE durable = $1 AND filter = $2",
           [durable.name, filter],
         );
-        const { rows } = await db.query<{ id: number; event_id: string; subject: string; payload: Uint8Array }>(
-          `SELECT id, event_id, subject, payload FROM ${producer}.outbox WHERE id > $1 ORDER BY id LIMIT $2`,
+        const { rows } = await db.query<OutboxRow>(
+          `SELECT ${OUTBOX_ROW_COLUMNS} FROM ${producer}.outbox WHERE id > $1 ORDER BY id LIMIT $2`,
           [cursor[0]?.position ?? 0, batchSize],
         );
         let passed: number | undefined;
@@ -100,6 +100,7 @@ export async function createEmbeddedBus(openDb: (schema: string) => Db): Promise
             subject: row.subject,
             eventId: row.event_id,
             data: row.payload,
+            traceparent: row.traceparent ?? undefined,
             settle: async (tx) => {
               await saveCursor(tx, durable.name, filter, row.id);
               settled = true;
@@ -136,10 +137,10 @@ export async function createEmbeddedBus(openDb: (schema: string) => Db): Promise
   };
 
   return {
-    async publish(subject, eventId, data) {
+    async publish(subject, eventId, data, traceparent) {
       if (closed) throw new Error("bus is closed");
       assertPublishSubject(subject);
-      const msg: BusMessage = { subject, eventId, data: data.slice() };
+      const msg: BusMessage = { subject, eventId, data: data.slice(), traceparent };
       for (const listener of listeners) {
         if (!listener.subjects.some((pattern) => subjectMatches(pattern, subject))) continue;
         listener.queue.push(msg);

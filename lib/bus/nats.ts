@@ -1,6 +1,17 @@
 import type { ConsumerConfig, ConsumerMessages, JetStreamManager, JsMsg, NatsConnection, NatsError } from "nats";
-import { AckPolicy, ConsumerEvents, connect, DeliverPolicy, Events, nanos, RetentionPolicy, StorageType } from "nats";
+import {
+  AckPolicy,
+  ConsumerEvents,
+  connect,
+  DeliverPolicy,
+  Events,
+  nanos,
+  headers as natsHeaders,
+  RetentionPolicy,
+  StorageType,
+} from "nats";
 import { logger } from "../log.js";
+import { TRACEPARENT } from "../trace.js";
 import { startWorker } from "../worker/worker.js";
 import type { Bus, BusHandler, Producer } from "./bus.js";
 import { assertDurableName, assertPublishSubject, assertSubjectPattern, producers } from "./bus.js";
@@ -105,7 +116,7 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
     // Keeps a long handler's message from being redelivered to another replica after ackWait.
     const keepAlive = setInterval(() => msg.working(), ackWaitMs / 3);
     try {
-      await handler({ subject, eventId, data: msg.data });
+      await handler({ subject, eventId, data: msg.data, traceparent: msg.headers?.get(TRACEPARENT) || undefined });
     } catch (err) {
       const delayMs = Math.min(nakBaseMs * 2 ** (msg.info.deliveryCount - 1), nakMaxMs);
       log.warn(
@@ -194,10 +205,11 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
   let closing: Promise<void> | undefined;
 
   return {
-    async publish(subject, eventId, data) {
+    async publish(subject, eventId, data, traceparent) {
       const producer = assertPublishSubject(subject);
       const ack = await js.publish(toWire(subject), data, {
         msgID: eventId,
+        ...(traceparent ? { headers: traceHeaders(traceparent) } : {}),
         expect: { streamName: streamOf(producer) },
       });
       if (ack.duplicate) log.debug({ subject, eventId }, "duplicate publish absorbed");
@@ -230,7 +242,12 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
           const subject = fromWire(msg.subject);
           const eventId = msg.headers?.get("Nats-Msg-Id") ?? "";
           try {
-            await handler({ subject, eventId, data: msg.data });
+            await handler({
+              subject,
+              eventId,
+              data: msg.data,
+              traceparent: msg.headers?.get(TRACEPARENT) || undefined,
+            });
           } catch (err) {
             log.warn({ err, subject, eventId }, "broadcast handler failed");
           }
@@ -335,4 +352,11 @@ async function watchConnection(nc: NatsConnection, onChange: (up: boolean) => vo
       log.info({ server: status.data }, "reconnected to NATS");
     }
   }
+}
+
+/** A message's headers carrying the trace of the hop that committed it (js.publish adds Nats-Msg-Id itself). */
+function traceHeaders(traceparent: string) {
+  const h = natsHeaders();
+  h.set(TRACEPARENT, traceparent);
+  return h;
 }

@@ -66,7 +66,10 @@ describe("outbox", () => {
   it("applies its migrations once, leaving outbox and inbox in the service's schema", async () => {
     const db = testDb.dbFor(`bus_outbox_${randomBytes(4).toString("hex")}`);
     onTestFinished(() => db.close());
-    expect(await migrate(db, outboxMigrations(db.schema))).toEqual(["bus/001_outbox_inbox.sql"]);
+    expect(await migrate(db, outboxMigrations(db.schema))).toEqual([
+      "bus/001_outbox_inbox.sql",
+      "bus/002_outbox_traceparent.sql",
+    ]);
     expect(await migrate(db, outboxMigrations(db.schema))).toEqual([]);
     const { rows } = await db.query<{ table_name: string }>(
       "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name",

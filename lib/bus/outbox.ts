@@ -1,6 +1,8 @@
 import type { Migration } from "../db/migrate.js";
 import type { Db, Tx } from "../db/types.js";
 import { assertSchemaName } from "../db/types.js";
+import { logger } from "../log.js";
+import { currentTraceparent, parseTraceparent } from "../trace.js";
 import { startWorker, type Worker } from "../worker/worker.js";
 import type { Bus } from "./bus.js";
 
@@ -33,7 +35,19 @@ export function outboxMigrations(schema: string): Migration[] {
         );
       `,
     },
+    {
+      id: "bus/002_outbox_traceparent.sql",
+      // The trace of the hop that committed the event, handed on with it (lib/trace.ts).
+      sql: `ALTER TABLE ${s}.outbox ADD COLUMN traceparent text;`,
+    },
   ];
+}
+
+const log = logger("lib:bus:outbox");
+
+/** The trace id of a traceparent, for a log line about the event that carries it. */
+function traceIdOf(traceparent: string | null): string | undefined {
+  return traceparent ? parseTraceparent(traceparent)?.traceId : undefined;
 }
 
 /** An event to publish once the transaction that enqueues it commits. */
@@ -45,13 +59,24 @@ export type OutboxEvent = { subject: string; eventId: string; payload: Uint8Arra
  */
 export async function enqueue(tx: Tx, schema: string, event: OutboxEvent): Promise<void> {
   const s = assertSchemaName(schema);
-  await tx.query(`INSERT INTO ${s}.outbox (event_id, subject, payload) VALUES ($1, $2, $3)`, [
+  await tx.query(`INSERT INTO ${s}.outbox (event_id, subject, payload, traceparent) VALUES ($1, $2, $3, $4)`, [
     event.eventId,
     event.subject,
     event.payload,
+    currentTraceparent() ?? null,
   ]);
   await tx.query(`NOTIFY ${outboxChannel(s)}`);
 }
+
+/** One outbox row as the relay (NATS mode) and the embedded bus's delivery worker read it. */
+export type OutboxRow = {
+  id: number;
+  event_id: string;
+  subject: string;
+  payload: Uint8Array;
+  traceparent: string | null;
+};
+export const OUTBOX_ROW_COLUMNS = "id, event_id, subject, payload, traceparent";
 
 export type OutboxRelayDeps = { db: Db; bus: Bus; pollMs?: number; batchSize?: number };
 
@@ -74,8 +99,8 @@ export function startOutboxRelay(deps: OutboxRelayDeps): Worker {
 
   const relayBatch = () =>
     db.transaction(async (tx) => {
-      const { rows } = await tx.query<{ id: number; event_id: string; subject: string; payload: Uint8Array }>(
-        `SELECT id, event_id, subject, payload FROM ${schema}.outbox
+      const { rows } = await tx.query<OutboxRow>(
+        `SELECT ${OUTBOX_ROW_COLUMNS} FROM ${schema}.outbox
           WHERE published_at IS NULL
           ORDER BY id
           LIMIT $1
@@ -83,7 +108,10 @@ export function startOutboxRelay(deps: OutboxRelayDeps): Worker {
         [batchSize],
       );
       // One at a time, in id order: the broker stores this relay's events in commit order.
-      for (const row of rows) await bus.publish(row.subject, row.event_id, row.payload);
+      for (const row of rows) {
+        await bus.publish(row.subject, row.event_id, row.payload, row.traceparent ?? undefined);
+        log.debug({ subject: row.subject, eventId: row.event_id, trace_id: traceIdOf(row.traceparent) }, "published");
+      }
       if (rows.length > 0) {
         await tx.query(`UPDATE ${schema}.outbox SET published_at = now() WHERE id = ANY($1::bigint[])`, [
           rows.map((row) => row.id),

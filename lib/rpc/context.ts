@@ -2,6 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { type ContextValues, createContextKey, createContextValues, type HandlerContext } from "@connectrpc/connect";
 import { type Actor, ActorSchema } from "../../gen/replay/common/v1/common_pb.js";
 import { DomainError } from "../errors.js";
+import { parseTraceparent, TRACEPARENT, type TraceContext } from "../trace.js";
 import { decodeBinary } from "./binary-decoder.js";
 import { encodeBinary } from "./binary-encoder.js";
 import { headerValue } from "./http-exchange.js";
@@ -15,11 +16,15 @@ export const contextHeaders = {
   tenant: "x-replay-tenant",
   actor: "x-replay-actor-bin",
   requestId: "x-request-id",
+  traceparent: TRACEPARENT,
 } as const;
 
 export const kTenant = createContextKey<string | undefined>(undefined, { description: "tenant id" });
 export const kActor = createContextKey<Actor | undefined>(undefined, { description: "acting member" });
 export const kRequestId = createContextKey<string | undefined>(undefined, { description: "request id" });
+export const kTraceParent = createContextKey<TraceContext | undefined>(undefined, {
+  description: "caller's trace hop",
+});
 
 type HeaderSource = { headers: Record<string, string | string[] | undefined> };
 
@@ -32,6 +37,8 @@ export function readTrustedContext(req: HeaderSource): ContextValues {
   if (actor) values.set(kActor, decodeBinary(ActorSchema, Buffer.from(actor, "base64")));
   const requestId = headerValue(req.headers[contextHeaders.requestId]);
   if (requestId) values.set(kRequestId, requestId);
+  const parent = parseTraceparent(headerValue(req.headers[contextHeaders.traceparent]));
+  if (parent) values.set(kTraceParent, parent);
   return values;
 }
 
@@ -40,6 +47,7 @@ export function trustedHeaders(context: {
   tenantId?: string;
   actor?: Actor;
   requestId?: string;
+  traceparent?: string;
 }): Record<string, string> {
   const headers: Record<string, string> = {};
   if (context.tenantId) headers[contextHeaders.tenant] = context.tenantId;
@@ -49,6 +57,7 @@ export function trustedHeaders(context: {
     );
   }
   if (context.requestId) headers[contextHeaders.requestId] = context.requestId;
+  if (context.traceparent) headers[contextHeaders.traceparent] = context.traceparent;
   return headers;
 }
 

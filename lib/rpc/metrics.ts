@@ -1,6 +1,9 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { logger } from "../log.js";
 import { metricsText, rpcCalls } from "../metrics.js";
 import type { HttpRequest, HttpResponse } from "./http-exchange.js";
+
+const log = logger("lib:rpc:server");
 
 /** Connect codes as metric labels ("not_found", ...), "ok" for success: a closed set. */
 const codeNames = new Map<Code, string>(
@@ -9,9 +12,15 @@ const codeNames = new Map<Code, string>(
     .map(([name, value]) => [value as Code, name.replace(/[a-z](?=[A-Z])/g, "$&_").toLowerCase()]),
 );
 
+/** A Connect code as its protocol name ("not_found"), as metric labels and span attributes show it. */
+export function codeName(code: Code): string {
+  return codeNames.get(code) ?? "unknown";
+}
+
 /**
- * Counts and times every RPC a server handles, by service, method and code. It runs outside the
- * error interceptor, so a DomainError is counted under the Connect code the caller receives.
+ * Counts and times every RPC a server handles, by service, method and code, and logs it at debug
+ * level (with the trace id: LOG_LEVEL=debug follows a request through the services). It runs
+ * outside the error interceptor, so a DomainError is counted under the Connect code the caller receives.
  */
 export const metricsInterceptor: Interceptor = (next) => async (req) => {
   const started = performance.now();
@@ -19,10 +28,12 @@ export const metricsInterceptor: Interceptor = (next) => async (req) => {
   try {
     return await next(req);
   } catch (err) {
-    labels.code = codeNames.get(ConnectError.from(err).code) ?? "unknown";
+    labels.code = codeName(ConnectError.from(err).code);
     throw err;
   } finally {
-    rpcCalls.observe(labels, (performance.now() - started) / 1000);
+    const seconds = (performance.now() - started) / 1000;
+    rpcCalls.observe(labels, seconds);
+    log.debug({ ...labels, durationMs: Math.round(seconds * 10_000) / 10 }, "rpc");
   }
 };
 

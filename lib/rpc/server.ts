@@ -13,6 +13,7 @@ import { createDualListener } from "./listener.js";
 import { isMetricsScrape, metricsInterceptor, serveMetrics } from "./metrics.js";
 import { keepByteOrderMarks } from "./text-encoding.js";
 import { textGuard } from "./text-guard.js";
+import { traceInterceptor } from "./trace.js";
 import { collectUnaryRoutes, type UnaryRoute } from "./unary-routes.js";
 
 const log = logger("lib:rpc:server");
@@ -47,7 +48,13 @@ export type RpcServerOptions = {
  */
 export async function createRpcServer(options: RpcServerOptions): Promise<RpcServer> {
   keepByteOrderMarks();
-  const interceptors = [metricsInterceptor, errorInterceptor, textGuard, ...(options.interceptors ?? [])];
+  const interceptors = [
+    traceInterceptor,
+    metricsInterceptor,
+    errorInterceptor,
+    textGuard,
+    ...(options.interceptors ?? []),
+  ];
   let unaryRoutes: ReadonlyMap<string, UnaryRoute> = new Map();
   // No shutdownSignal: connect-node links one listener per in-flight call to it (past ten calls,
   // a MaxListenersExceededWarning). Destroying the connections after the grace period aborts every

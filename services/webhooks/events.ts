@@ -1,5 +1,6 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Consumer, EventHandler } from "../../lib/bus/consumer.js";
+import { currentTraceparent } from "../../lib/trace.js";
 import { firstAttemptAt } from "./delivery/schedule.js";
 import { deliveryBody, type WebhookSubject, webhookSubjects } from "./payload.js";
 import * as store from "./store.js";
@@ -28,6 +29,7 @@ function fanOut(
       event,
       body: deliveryBody(subject, message),
       firstAttemptAt: firstAttemptAt(occurredAt, retryScheduleMs),
+      traceparent: currentTraceparent(),
     });
     if (created > 0) tx.onCommit(onQueued);
   };

@@ -57,15 +57,16 @@ export async function deleteSubscription(q: Queryable, tenantId: string, subscri
  */
 export async function insertDeliveries(
   tx: Tx,
-  d: { tenantId: string; eventId: string; event: string; body: string; firstAttemptAt: Date },
+  d: { tenantId: string; eventId: string; event: string; body: string; firstAttemptAt: Date; traceparent?: string },
 ): Promise<number> {
   const { rowCount } = await tx.query(
-    `INSERT INTO webhooks.delivery (delivery_id, tenant_id, subscription_id, event_id, event, body, next_attempt_at)
-     SELECT gen_random_uuid(), $1, subscription_id, $2, $3, $4, $5
+    `INSERT INTO webhooks.delivery
+            (delivery_id, tenant_id, subscription_id, event_id, event, body, next_attempt_at, traceparent)
+     SELECT gen_random_uuid(), $1, subscription_id, $2, $3, $4, $5, $6
        FROM webhooks.subscription
       WHERE tenant_id = $1 AND $3 = ANY (events)
      ON CONFLICT (subscription_id, event_id) DO NOTHING`,
-    [d.tenantId, d.eventId, d.event, d.body, d.firstAttemptAt],
+    [d.tenantId, d.eventId, d.event, d.body, d.firstAttemptAt, d.traceparent ?? null],
   );
   return rowCount;
 }
@@ -187,6 +188,8 @@ export type ClaimedDelivery = {
   manual: boolean;
   /** Automatic attempts made before this one. */
   automatic_attempts: number;
+  /** The trace of the event (its fan-out's hop), when it had one. */
+  traceparent: string | null;
 };
 
 /**
@@ -231,7 +234,7 @@ export async function claimDeliveries(
        ) AS picked
       WHERE d.delivery_id = picked.delivery_id
       RETURNING d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, picked.url, picked.secret,
-                d.manual_queued > 0 AS manual, d.automatic_attempts`,
+                d.manual_queued > 0 AS manual, d.automatic_attempts, d.traceparent`,
     [claim.owner, claim.leaseMs, claim.perSubscription, claim.limit, [...claim.busy.keys()], [...claim.busy.values()]],
   );
   return rows;

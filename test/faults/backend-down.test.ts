@@ -26,7 +26,10 @@ describe.skipIf(distributedSkipReason())(
       // A refused connection is known at once; the 10 s deadline is only for a backend that hangs.
       expect(elapsedMs).toBeLessThan(5_000);
 
-      expect((await send(sys.baseUrl, "GET", "/readyz")).status).toBe(503);
+      const ready = await send(sys.baseUrl, "GET", "/readyz");
+      expect(ready.status).toBe(503);
+      // The operator sees which dependency it is, and nothing of where it is.
+      expect(ready.body).toMatchObject({ code: "SERVICE_UNAVAILABLE", detail: "not ready: servers service" });
       expect((await send(sys.baseUrl, "GET", "/healthz")).status).toBe(200);
       // Authentication does not depend on the servers service.
       expect((await send(sys.baseUrl, "GET", "/v1/api/servers")).body?.code).toBe("UNAUTHENTICATED");

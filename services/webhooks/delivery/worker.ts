@@ -2,6 +2,7 @@ import { createBatcher } from "../../../lib/db/batch.js";
 import type { Db } from "../../../lib/db/types.js";
 import { logger } from "../../../lib/log.js";
 import { watchWebhookQueue, webhookAttempts } from "../../../lib/metrics.js";
+import { parseTraceparent, runInTrace, type Span, startSpan } from "../../../lib/trace.js";
 import { newLeaseOwner } from "../../../lib/worker/lease.js";
 import type { WorkerSpec } from "../../../lib/worker/worker.js";
 import * as store from "../store.js";
@@ -123,7 +124,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
     maxRunning: 1,
   });
 
-  async function attempt(row: store.ClaimedDelivery): Promise<void> {
+  async function attempt(row: store.ClaimedDelivery, span: Span): Promise<void> {
     const startedAt = new Date();
     const result = await client.send({
       url: row.url,
@@ -149,9 +150,28 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
             retryScheduleMs: deps.retryScheduleMs,
           })
         : undefined;
-    webhookAttempts.observe(
-      { outcome: outcomeOf(result, next?.nextAttemptAt ?? null), trigger },
-      result.durationMs / 1000,
+    const outcome = outcomeOf(result, next?.nextAttemptAt ?? null);
+    webhookAttempts.observe({ outcome, trigger }, result.durationMs / 1000);
+    span.end(
+      {
+        "webhook.outcome": outcome,
+        "webhook.trigger": trigger,
+        "http.response.status_code": result.statusCode ?? undefined,
+      },
+      outcome === "succeeded" ? undefined : (result.error ?? `HTTP ${result.statusCode}`),
+    );
+    log.debug(
+      {
+        deliveryId: row.delivery_id,
+        subscriptionId: row.subscription_id,
+        event: row.event,
+        eventId: row.event_id,
+        trigger,
+        outcome,
+        statusCode: result.statusCode,
+        durationMs: result.durationMs,
+      },
+      "delivery attempt",
     );
     if (!recording) return;
     await record({
@@ -168,7 +188,14 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
   }
 
   function start(row: store.ClaimedDelivery): void {
-    const running = attempt(row)
+    const span = startSpan(`webhook ${row.event}`, "client", parseTraceparent(row.traceparent ?? undefined), {
+      attributes: {
+        "webhook.event": row.event,
+        "webhook.delivery_id": row.delivery_id,
+        "webhook.subscription_id": row.subscription_id,
+      },
+    });
+    const running = runInTrace(span.trace, () => attempt(row, span))
       .catch((err: unknown) => {
         // The lease is still held: the delivery is attempted again when it runs out.
         log.error({ err, deliveryId: row.delivery_id }, "recording a delivery attempt failed");
