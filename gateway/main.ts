@@ -116,7 +116,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
     name: "gateway-internal",
     port: config.http.internalPort,
     host: config.http.internalHost,
-    token: config.internal.token,
+    acceptedTokens: config.internal.acceptedTokens,
     routes(router) {
       router.service(IdentityAdminService, createIdentityAdminService({ db, keyCache, servers, replays }));
       router.service(ServersService, forwardService(ServersService, servers));

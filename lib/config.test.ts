@@ -119,6 +119,20 @@ describe("loadConfig", () => {
     });
   });
 
+  it("accepts INTERNAL_TOKEN_ACCEPTED beside the token while it is rotated, never alone", () => {
+    const token = "a".repeat(32);
+    const next = "b".repeat(32);
+    expect(loadConfig({ INTERNAL_TOKEN: token }).internal).toEqual({ token, acceptedTokens: [token] });
+    expect(loadConfig({ INTERNAL_TOKEN: token, INTERNAL_TOKEN_ACCEPTED: next }).internal).toEqual({
+      token,
+      acceptedTokens: [token, next],
+    });
+    expect(() => loadConfig({ INTERNAL_TOKEN_ACCEPTED: next })).toThrow(/set INTERNAL_TOKEN too/);
+    expect(() => loadConfig({ INTERNAL_TOKEN: token, INTERNAL_TOKEN_ACCEPTED: "short" })).toThrow(
+      /INTERNAL_TOKEN_ACCEPTED must be 32/,
+    );
+  });
+
   it("requires INTERNAL_TOKEN (or INTERNAL_TOKEN_FILE) when the internal listeners leave loopback", () => {
     const token = "a".repeat(32);
     expect(loadConfig({}).internal.token).toBeUndefined();

@@ -30,8 +30,11 @@ export type Config = Readonly<{
    * inside this package; undefined when set to `off`), which a new DATA_DIR is copied from.
    */
   db: Readonly<{ url: string | undefined; dataDir: string; template: string | undefined }>;
-  /** `namespace` isolates several deployments (test systems) sharing one NATS server. */
-  bus: Readonly<{ natsUrl: string | undefined; namespace: string | undefined }>;
+  /**
+   * `namespace` isolates several deployments (test systems) sharing one NATS server;
+   * `streamReplicas` (NATS_STREAM_REPLICAS) is how many servers of a JetStream cluster keep each stream.
+   */
+  bus: Readonly<{ natsUrl: string | undefined; namespace: string | undefined; streamReplicas: number }>;
   serviceUrls: Readonly<Record<ServiceName, string>>;
   gateway: Readonly<{ replicas: number }>;
   /** How long events stay replayable (streams' max age, published outbox rows) and consumers remember them. */
@@ -50,9 +53,11 @@ export type Config = Readonly<{
   /**
    * The internal network's shared secret (INTERNAL_TOKEN, or INTERNAL_TOKEN_FILE as Kubernetes
    * mounts secrets). When set, the admin API and the services refuse calls without it and the
-   * gateway sends it; it must be set when they listen beyond loopback.
+   * gateway sends it; it must be set when they listen beyond loopback. `acceptedTokens` is that
+   * token and, while it is rotated, INTERNAL_TOKEN_ACCEPTED (or _FILE): a token also let in but
+   * never sent, so that every process can take the new one before any sends it.
    */
-  internal: Readonly<{ token: string | undefined }>;
+  internal: Readonly<{ token: string | undefined; acceptedTokens: readonly string[] }>;
   log: Readonly<{ level: string }>;
   /**
    * OpenTelemetry span export (lib/otel.ts), on only when an OTLP endpoint is set: `otlpUrl` is
@@ -234,6 +239,10 @@ export function loadConfig(
   }
   const internalHost = value("INTERNAL_HOST") ?? "127.0.0.1";
   const internalToken = secret("INTERNAL_TOKEN", value, readFile, problems);
+  const alsoAccepted = secret("INTERNAL_TOKEN_ACCEPTED", value, readFile, problems);
+  if (alsoAccepted !== undefined && internalToken === undefined) {
+    problems.push("INTERNAL_TOKEN_ACCEPTED is for rotating INTERNAL_TOKEN: set INTERNAL_TOKEN too");
+  }
   if (internalToken === undefined && !isLoopback(internalHost)) {
     problems.push(
       `INTERNAL_TOKEN (or INTERNAL_TOKEN_FILE) must be set when INTERNAL_HOST (${internalHost}) is not loopback: the admin API and the services would otherwise trust any caller on the network`,
@@ -266,7 +275,7 @@ export function loadConfig(
       dataDir: value("DATA_DIR") ?? "./.data",
       template: embeddedTemplate === "off" ? undefined : embeddedTemplate,
     },
-    bus: { natsUrl, namespace },
+    bus: { natsUrl, namespace, streamReplicas: integer("NATS_STREAM_REPLICAS", 1, 1, 5) },
     serviceUrls,
     gateway: { replicas: integer("GATEWAY_REPLICAS", 1, 1, 1000) },
     events: { retentionMs: eventRetentionMs, inboxRetentionMs },
@@ -279,7 +288,10 @@ export function loadConfig(
     },
     blob: { url: blobUrl },
     pages: { tokenKey: value("PAGE_TOKEN_KEY"), tokenKeyFile: value("PAGE_TOKEN_KEY_FILE") },
-    internal: { token: internalToken },
+    internal: {
+      token: internalToken,
+      acceptedTokens: [internalToken, alsoAccepted].filter((token): token is string => token !== undefined),
+    },
     log: { level },
     otel: {
       otlpUrl,

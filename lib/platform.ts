@@ -54,6 +54,7 @@ export async function openPlatform(config: Config, name: string): Promise<Platfo
           namespace: config.bus.namespace,
           name,
           maxAgeMs: config.events.retentionMs,
+          replicas: config.bus.streamReplicas,
         })
       : await createEmbeddedBus(openDb);
     const blobs = await openBlobStore(config.blob.url ?? pathToFileURL(resolve(config.db.dataDir, "blobs")).href);

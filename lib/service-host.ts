@@ -96,7 +96,7 @@ export async function startService(spec: ServiceSpec, config: Config, platform: 
     name: spec.name,
     port: config.http.port ?? 0,
     host: config.http.internalHost,
-    token: config.internal.token,
+    acceptedTokens: config.internal.acceptedTokens,
     routes(router) {
       parts.routes(router);
       router.service(Health, createHealthService(spec.healthNames, isReady));

@@ -15,15 +15,16 @@ export function natsServerBinary(): string | undefined {
 
 /**
  * A nats-server with JetStream of a test's own, on a loopback port and a store directory of its
- * own; restartable on both, so fault tests can crash it and bring it back.
+ * own; restartable on both, so fault tests can crash it and bring it back. `extraArgs` make it a
+ * node of a cluster (`-n`, `--cluster`, `--routes`).
  */
-export function natsServer(binary: string, port: number, storeDir: string) {
+export function natsServer(binary: string, port: number, storeDir: string, extraArgs: readonly string[] = []) {
   let child: ChildProcess | undefined;
   const log: string[] = [];
   return {
     url: `nats://127.0.0.1:${port}`,
     async start() {
-      const proc = spawn(binary, ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir], {
+      const proc = spawn(binary, ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir, ...extraArgs], {
         stdio: ["ignore", "ignore", "pipe"],
       });
       proc.stderr?.on("data", (chunk: Buffer) => log.push(chunk.toString()));

@@ -238,7 +238,7 @@ export async function startEmbeddedSystem(env: Record<string, string> = {}): Pro
 }
 
 /** A fresh database beside DATABASE_URL's, so each system starts from empty schemas. */
-async function createDatabase(baseUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+export async function createDatabase(baseUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `e2e_${randomBytes(6).toString("hex")}`;
   const admin = new pg.Client({ connectionString: baseUrl });
   await admin.connect();

@@ -42,6 +42,8 @@ export type NatsBusOptions = {
   name?: string;
   /** The streams' max age (config EVENT_RETENTION): older events are dropped by the server. */
   maxAgeMs?: number;
+  /** How many NATS servers keep each stream (NATS_STREAM_REPLICAS): 3 on a 3-node cluster. */
+  replicas?: number;
 };
 
 /**
@@ -76,7 +78,13 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
   try {
     jsm = await nc.jetstreamManager();
     for (const producer of producers) {
-      await ensureStream(jsm, streamOf(producer), [toWire(`${producer}.>`)], options.maxAgeMs ?? 0);
+      await ensureStream(
+        jsm,
+        streamOf(producer),
+        [toWire(`${producer}.>`)],
+        options.maxAgeMs ?? 0,
+        options.replicas ?? 1,
+      );
     }
   } catch (err) {
     await nc.close();
@@ -321,8 +329,19 @@ function consumerName(durable: string, pattern: string): string {
   return `${durable}-${tokens.join("-")}`;
 }
 
-async function ensureStream(jsm: JetStreamManager, name: string, subjects: string[], maxAgeMs: number): Promise<void> {
-  const settings = { subjects, duplicate_window: nanos(duplicateWindowMs), max_age: nanos(maxAgeMs) };
+async function ensureStream(
+  jsm: JetStreamManager,
+  name: string,
+  subjects: string[],
+  maxAgeMs: number,
+  replicas: number,
+): Promise<void> {
+  const settings = {
+    subjects,
+    duplicate_window: nanos(duplicateWindowMs),
+    max_age: nanos(maxAgeMs),
+    num_replicas: replicas,
+  };
   try {
     await jsm.streams.add({ name, storage: StorageType.File, retention: RetentionPolicy.Limits, ...settings });
   } catch (err) {
@@ -332,11 +351,16 @@ async function ensureStream(jsm: JetStreamManager, name: string, subjects: strin
     const { config } = await jsm.streams.info(name);
     const current = config.duplicate_window ?? 0;
     const sameSubjects = subjects.every((s) => config.subjects.includes(s));
-    if (current >= settings.duplicate_window && sameSubjects && config.max_age === settings.max_age) return;
+    const sameReplicas = config.num_replicas === replicas;
+    if (current >= settings.duplicate_window && sameSubjects && config.max_age === settings.max_age && sameReplicas) {
+      return;
+    }
+    // A replica count can change in place: the servers copy the stream to the new peers.
     await jsm.streams.update(name, {
       subjects: [...new Set([...config.subjects, ...subjects])],
       duplicate_window: Math.max(current, settings.duplicate_window),
       max_age: settings.max_age,
+      num_replicas: replicas,
     });
     log.info({ stream: name }, "updated stream settings");
   }

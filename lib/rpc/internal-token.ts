@@ -28,14 +28,27 @@ export function internalTokenHeaders(token: string | undefined): Record<string, 
 }
 
 /**
- * Whether a request may reach the RPC handlers. Digests of equal length are compared in constant
- * time, so neither the token's content nor its length leaks through timing.
+ * Whether a request may reach the RPC handlers: it carries one of the accepted tokens (the
+ * token, and during a rotation the one also accepted). Digests of equal length are compared in
+ * constant time, each of them, so neither a token's content nor its length leaks through timing.
  */
-export function isAdmitted(path: string | undefined, headers: IncomingHttpHeaders, token: string): boolean {
+export function isAdmitted(
+  path: string | undefined,
+  headers: IncomingHttpHeaders,
+  accepted: readonly Buffer[],
+): boolean {
   if (path?.startsWith(OPEN_PREFIX)) return true;
   const sent = headers[HEADER];
   if (typeof sent !== "string" || !sent.startsWith("Bearer ")) return false;
-  return timingSafeEqual(digest(sent.slice(7)), digest(token));
+  const presented = digest(sent.slice(7));
+  let admitted = false;
+  for (const token of accepted) admitted = timingSafeEqual(presented, token) || admitted;
+  return admitted;
+}
+
+/** The accepted tokens as isAdmitted compares them, digested once. */
+export function acceptedDigests(tokens: readonly string[]): Buffer[] {
+  return tokens.map(digest);
 }
 
 function digest(text: string): Buffer {

@@ -18,7 +18,7 @@ const TOKEN = "t".repeat(40);
 
 type Harness = { server: RpcServer; calls: number; release(): void; hold: boolean };
 
-async function startServer(token: string | undefined): Promise<Harness> {
+async function startServer(...acceptedTokens: string[]): Promise<Harness> {
   let releaseAll: () => void = () => {};
   let gate = new Promise<void>((resolve) => (releaseAll = resolve));
   const harness = {
@@ -32,7 +32,7 @@ async function startServer(token: string | undefined): Promise<Harness> {
   harness.server = await createRpcServer({
     name: "test",
     port: 0,
-    token,
+    acceptedTokens,
     routes(router) {
       router.service(RecorderService, {
         async checkIn(req) {
@@ -147,10 +147,31 @@ describe("the internal token (INTERNAL_TOKEN)", () => {
   });
 });
 
+describe("rotating the internal token (INTERNAL_TOKEN_ACCEPTED)", () => {
+  const NEXT = "n".repeat(40);
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startServer(TOKEN, NEXT);
+  });
+  afterAll(() => h.server.close());
+
+  it("lets in the token and the one also accepted, and nothing else", async () => {
+    expect(await grpcCheckIn(h.server.url, { authorization: `Bearer ${TOKEN}` })).toEqual({ code: 0, serverId: "s-1" });
+    expect(await grpcCheckIn(h.server.url, { authorization: `Bearer ${NEXT}` })).toEqual({ code: 0, serverId: "s-1" });
+    const before = h.calls;
+    for (const other of [`${NEXT.slice(1)}x`, TOKEN.slice(1), `${TOKEN}${NEXT}`]) {
+      expect((await grpcCheckIn(h.server.url, { authorization: `Bearer ${other}` })).code).toBe(
+        grpc.status.UNAUTHENTICATED,
+      );
+    }
+    expect(h.calls).toBe(before);
+  });
+});
+
 describe("the RPC server without a token (loopback)", () => {
   let h: Harness;
   beforeAll(async () => {
-    h = await startServer(undefined);
+    h = await startServer();
   });
   afterAll(() => h.server.close(0));
 

@@ -7,7 +7,7 @@ import { boundUrl } from "./bound-url.js";
 import { readTrustedContext } from "./context.js";
 import { errorInterceptor } from "./errors.js";
 import type { HttpRequest, HttpResponse } from "./http-exchange.js";
-import { isAdmitted, refuseUnauthenticated } from "./internal-token.js";
+import { acceptedDigests, isAdmitted, refuseUnauthenticated } from "./internal-token.js";
 import { createLeanHandler, createLeanStreamHandler } from "./lean-handler.js";
 import { createDualListener } from "./listener.js";
 import { isMetricsScrape, metricsInterceptor, serveMetrics } from "./metrics.js";
@@ -34,8 +34,11 @@ export type RpcServerOptions = {
   host?: string;
   interceptors?: Interceptor[];
   name: string;
-  /** INTERNAL_TOKEN: when set, a call without it is refused before it reaches any handler. */
-  token?: string;
+  /**
+   * INTERNAL_TOKEN (and during a rotation INTERNAL_TOKEN_ACCEPTED): when any is set, a call with
+   * none of them is refused before it reaches any handler.
+   */
+  acceptedTokens?: readonly string[];
 };
 
 /**
@@ -73,15 +76,16 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
   const leanOptions = { interceptors, contextValues: readTrustedContext, readMaxBytes: READ_MAX_BYTES };
   const lean = createLeanHandler(unaryRoutes, leanOptions);
   const leanStream = createLeanStreamHandler(unaryRoutes, leanOptions);
-  const token = options.token;
+  const accepted = acceptedDigests(options.acceptedTokens ?? []);
+  const guarded = accepted.length > 0;
   const handle = (req: HttpRequest, res: HttpResponse) => {
-    if (token !== undefined && !isAdmitted(req.url, req.headers, token)) return refuseUnauthenticated(req, res);
+    if (guarded && !isAdmitted(req.url, req.headers, accepted)) return refuseUnauthenticated(req, res);
     if (isMetricsScrape(req)) return void serveMetrics(res);
     if (!lean(req, res)) void adapter(req as never, res as never);
   };
   // A stream without the token is left to `handle`, which refuses it.
   const handleStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) =>
-    (token === undefined || isAdmitted(headers[":path"], headers, token)) && leanStream(stream, headers);
+    (!guarded || isAdmitted(headers[":path"], headers, accepted)) && leanStream(stream, headers);
   const listener = createDualListener(handle, handleStream);
   const host = options.host ?? "127.0.0.1";
   await new Promise<void>((resolve, reject) => {

@@ -1,0 +1,89 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect } from "nats";
+import { afterAll, describe, expect, it } from "vitest";
+import { recorder, waitFor } from "../../lib/bus/_testing.js";
+import type { Bus } from "../../lib/bus/bus.js";
+import { createNatsBus, natsStreamName } from "../../lib/bus/nats.js";
+import { freePorts } from "../free-port.js";
+import { natsServer, natsServerBinary } from "../nats-server.js";
+import { pollUntil } from "../poll.js";
+
+// NATS_STREAM_REPLICAS on a 3-node JetStream cluster, as deploy/k8s runs NATS: each stream kept
+// by all three servers (an existing one-replica stream raised in place), so that losing a node
+// loses no event and stops no publish.
+
+const binary = natsServerBinary();
+const NAMESPACE = "cluster";
+
+describe.skipIf(!binary)("the event streams on a 3-node JetStream cluster", () => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterAll(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+  });
+
+  it("keeps each stream on every node with NATS_STREAM_REPLICAS=3, and publishes and delivers with a node down", async () => {
+    const ports = await freePorts(6);
+    const client = ports.slice(0, 3) as number[];
+    const route = ports.slice(3) as number[];
+    const nodes = await Promise.all(
+      [0, 1, 2].map(async (i) => {
+        const dir = await mkdtemp(join(tmpdir(), `replay-nats-node${i}-`));
+        cleanups.push(() => rm(dir, { recursive: true, force: true }));
+        const routes = route.filter((_, j) => j !== i).map((p) => `nats://127.0.0.1:${p}`);
+        const args = ["-n", `n${i}`, "--cluster_name", "replay", "--cluster", `nats://127.0.0.1:${route[i]}`];
+        return natsServer(binary as string, client[i] as number, dir, [...args, "--routes", routes.join(",")]);
+      }),
+    );
+    await Promise.all(nodes.map((node) => node.start()));
+    cleanups.push(async () => {
+      for (const node of nodes) await node.kill();
+    });
+    const servers = client.map((p) => `nats://127.0.0.1:${p}`).join(",");
+    // The cluster elects its JetStream meta leader after the routes connect.
+    const open = (replicas: number) =>
+      pollUntil(
+        () => createNatsBus({ servers, namespace: NAMESPACE, name: "cluster-test", replicas }).catch(() => undefined),
+        (bus): bus is Bus => bus !== undefined,
+        20_000,
+        250,
+      ) as Promise<Bus>;
+    const replicasOf = async () => {
+      const nc = await connect({ servers: servers.split(",") });
+      try {
+        const info = await (await nc.jetstreamManager()).streams.info(natsStreamName("replays", NAMESPACE));
+        return { configured: info.config.num_replicas, peers: 1 + (info.cluster?.replicas?.length ?? 0) };
+      } finally {
+        await nc.close();
+      }
+    };
+
+    const single = await open(1);
+    await single.close();
+    expect(await replicasOf()).toEqual({ configured: 1, peers: 1 });
+
+    const bus = await open(3);
+    cleanups.push(() => bus.close());
+    await waitFor("three peers of the stream", async () => (await replicasOf()).peers === 3, 20_000);
+    expect((await replicasOf()).configured).toBe(3);
+
+    const seen = recorder();
+    await bus.subscribe("clustertest", ["replays.replay.deleted"], seen.handler);
+    await bus.publish("replays.replay.deleted", "e-1", new Uint8Array([1]));
+    // Whichever node leads the stream, one of three going down leaves a quorum of two.
+    await nodes[0]?.kill();
+    await pollUntil(
+      () =>
+        bus.publish("replays.replay.deleted", "e-2", new Uint8Array([2])).then(
+          () => true,
+          () => false,
+        ),
+      (ok) => ok,
+      20_000,
+      250,
+    );
+    await waitFor("both events delivered", () => seen.ids().length >= 2, 20_000);
+    expect(seen.ids()).toEqual(["e-1", "e-2"]);
+  }, 90_000);
+});
