@@ -59,6 +59,29 @@ describe("W3C traceparent", () => {
     expect(currentTrace()).toBeUndefined();
   });
 
+  it("keeps concurrent hops apart, and works again after every hop ended and the storage was turned off", async () => {
+    const [a, b] = [nextSpan(undefined), nextSpan(undefined)];
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const first = runInTrace(a, async () => {
+      await gate;
+      return currentTrace();
+    });
+    // b ends while a still runs: a keeps its context.
+    expect(await runInTrace(b, async () => currentTrace())).toBe(b);
+    release();
+    expect(await first).toBe(a);
+    expect(currentTrace()).toBeUndefined();
+    await expect(runInTrace(a, async () => Promise.reject(new Error("boom")))).rejects.toThrow("boom");
+    expect(() =>
+      runInTrace(a, () => {
+        throw new Error("sync");
+      }),
+    ).toThrow("sync");
+    expect(await runInTrace(b, async () => currentTrace())).toBe(b);
+    expect(runInTrace(a, () => currentTrace())).toBe(a);
+  });
+
   it("makes a span the next hop, ending as a no-op, when no exporter is set; the exporter's ids when one is", () => {
     const parent = nextSpan(undefined);
     const quiet = startSpan("GET /x", "server", parent, { requestId: "r1" });

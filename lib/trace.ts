@@ -58,9 +58,35 @@ export function nextSpan(parent: TraceContext | undefined, requestId?: string): 
   };
 }
 
-/** Runs `fn` as this hop: what it logs and enqueues, however deep, carries the trace. */
+/** Hops running now; the storage is turned off when none is, see runInTrace. */
+let running = 0;
+
+/**
+ * Runs `fn` as this hop: what it logs and enqueues, however deep, carries the trace (until `fn`,
+ * or the promise it returns, settles).
+ *
+ * On Node 20 an AsyncLocalStorage in use makes every promise the process creates cost ~0.13 µs
+ * more (its async hook runs for each). So the storage is on only while some hop runs and turned
+ * off again when the last one ends: a process whose requests take no hop (the gateway's public
+ * path passes its trace explicitly) pays nothing, however many hops an occasional admin call took.
+ */
 export function runInTrace<T>(trace: TraceContext, fn: () => T): T {
-  return storage.run(trace, fn);
+  running++;
+  let result: T;
+  try {
+    result = storage.run(trace, fn);
+  } catch (err) {
+    leave();
+    throw err;
+  }
+  if (result instanceof Promise) return result.finally(leave) as T;
+  leave();
+  return result;
+}
+
+function leave(): void {
+  running--;
+  if (running === 0) storage.disable();
 }
 
 /** The hop running now, if any. */
