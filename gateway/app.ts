@@ -8,13 +8,7 @@ import { logger } from "../lib/log.js";
 import { httpRequests, rateLimitRefusals } from "../lib/metrics.js";
 import { type Problem, problem } from "../lib/problem.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
-import {
-  formatTraceparent,
-  parseTraceparent,
-  type Span,
-  startSpan,
-  type TraceContext,
-} from "../lib/trace.js";
+import { formatTraceparent, parseTraceparent, type Span, startSpan, type TraceContext } from "../lib/trace.js";
 import type { Authenticator } from "./auth/authenticate.js";
 import { openApiDocument } from "./openapi/document.js";
 import { toProblem } from "./problem.js";
