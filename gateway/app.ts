@@ -186,7 +186,6 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
       showDeveloperTools: "never",
       telemetry: false,
       agent: { disabled: true },
-      mcp: { disabled: true },
     },
   });
 

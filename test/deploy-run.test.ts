@@ -142,7 +142,7 @@ describe.skipIf(skip)("the dev overlay's five Deployments, started as their pods
       const answer = await pollUntil(
         () => health.check({ service: "" }).catch(() => undefined),
         (res) => res?.status === Status.SERVING,
-        30_000,
+        60_000,
         200,
       ).catch(() => undefined);
       expect(answer?.status, `${pod.name}\n${logs()}`).toBe(Status.SERVING);
@@ -150,14 +150,14 @@ describe.skipIf(skip)("the dev overlay's five Deployments, started as their pods
     const ready = await pollUntil(
       () => fetch(`http://127.0.0.1:${gateway().port}/readyz`).then((res) => res.status),
       (status) => status === 200,
-      30_000,
+      60_000,
       200,
     ).catch(() => undefined);
     expect(ready, logs()).toBe(200);
     expect((await fetch(`http://127.0.0.1:${gateway().port}/healthz`)).status).toBe(200);
     // The public port answers as the API does: an unauthenticated call is a 401 problem.
     expect((await fetch(`http://127.0.0.1:${gateway().port}/v1/api/servers`)).status).toBe(401);
-  }, 90_000);
+  }, 150_000);
 
   it("answers the ServiceMonitor's scrape with the internal token, and nothing without it", async () => {
     const targets = [...services().map((p) => p.port), gateway().internalPort as number];
