@@ -4,8 +4,10 @@ import { randomFillSync } from "node:crypto";
 // W3C Trace Context (https://www.w3.org/TR/trace-context/): one trace id follows a request from the
 // gateway through the RPC it makes, the events the service commits to its outbox, the consumers
 // that apply them and the webhook deliveries they queue. Each hop is a span of its own (a new span
-// id, the trace id kept). The current one lives in an AsyncLocalStorage, so every log line made
-// within a hop carries its trace id (lib/log.ts) and an outbox write picks it up without being told.
+// id, the trace id kept). In the services the current one lives in an AsyncLocalStorage, so every
+// log line made within a hop carries its trace id (lib/log.ts) and an outbox write picks it up
+// without being told; the gateway's request path carries its hop on the request instead (see
+// runInTrace for why).
 
 /** One hop of a trace, and the request id of the request it serves, when it serves one. */
 export type TraceContext = {

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "../gen/grpc/health/v1/health_pb.js";
 import { deleteNamespaceStreams } from "../lib/bus/_testing.js";
 import { freePorts } from "./free-port.js";
-import { type K8sObject, render, root } from "./k8s-manifests.js";
+import { containerEnv, type K8sObject, render, root } from "./k8s-manifests.js";
 import { pollUntil } from "./poll.js";
 import { createDatabase, distributedSkipReason } from "./system.js";
 
@@ -72,7 +72,6 @@ describe.skipIf(skip)("the dev overlay's five Deployments, started as their pods
   beforeAll(async () => {
     const objects = await render("overlays/dev");
     deployments = objects.filter((o) => o.kind === "Deployment");
-    const config = objects.find((o) => o.kind === "ConfigMap")?.data as Record<string, string>;
     const database = await createDatabase(process.env.DATABASE_URL as string);
     const namespace = `deploy_${randomBytes(4).toString("hex")}`;
     app = await imageTree();
@@ -98,8 +97,9 @@ describe.skipIf(skip)("the dev overlay's five Deployments, started as their pods
     for (const d of deployments) {
       const container = d.spec.template.spec.containers[0];
       const env: Record<string, string> = { PATH: process.env.PATH ?? "" };
-      for (const [key, value] of Object.entries(config)) env[key] = serviceUrls[value] ?? value;
-      for (const entry of container.env) env[entry.name] = entry.value ?? (secrets[entry.name] as string);
+      for (const [key, value] of Object.entries(containerEnv(d, objects, secrets))) {
+        env[key] = serviceUrls[value] ?? value;
+      }
       // The test's stand-ins for what a pod is given: a free port, this run's NATS namespace,
       // the mounted Secret and volume at temporary paths.
       env.PORT = String(portOf.get(d.metadata.name));

@@ -2,7 +2,16 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadConfig, type ProcessName, processNames } from "../lib/config.js";
-import { type K8sObject, k8sDir, parseYaml, render, root, schemaProblems, typeProblems } from "./k8s-manifests.js";
+import {
+  containerEnv,
+  type K8sObject,
+  k8sDir,
+  parseYaml,
+  render,
+  root,
+  schemaProblems,
+  typeProblems,
+} from "./k8s-manifests.js";
 
 const overlays = ["base", "overlays/dev", "overlays/prod"] as const;
 
@@ -57,21 +66,6 @@ const processOf = (d: K8sObject) => container(d).args[0] as ProcessName;
 const matches = (selector: Record<string, string>, labels: Record<string, string> = {}) =>
   Object.entries(selector).every(([key, value]) => labels[key] === value);
 
-/** A container's environment as the kubelet builds it, Secrets replaced by placeholders. */
-function containerEnv(d: K8sObject, objects: readonly K8sObject[]): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const from of container(d).envFrom ?? []) {
-    if (!from.configMapRef) continue;
-    const map = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === from.configMapRef.name);
-    expect(map, `ConfigMap ${from.configMapRef.name}`).toBeDefined();
-    Object.assign(env, map?.data);
-  }
-  for (const entry of container(d).env ?? []) {
-    env[entry.name] = entry.value ?? SECRET_PLACEHOLDERS[entry.name] ?? `from ${JSON.stringify(entry.valueFrom)}`;
-  }
-  return env;
-}
-
 describe.each(["overlays/dev", "overlays/prod"])("deploy/k8s/%s matches the code and operations.md", (dir) => {
   let objects: K8sObject[];
   let deployments: K8sObject[];
@@ -96,7 +90,7 @@ describe.each(["overlays/dev", "overlays/prod"])("deploy/k8s/%s matches the code
 
   it("sets only variables the configuration reads and the operations contract or README documents", () => {
     for (const d of deployments) {
-      const env = containerEnv(d, objects);
+      const env = containerEnv(d, objects, SECRET_PLACEHOLDERS);
       // What the configuration really asks the environment for, when this process starts.
       const read = new Set<string>();
       const watched = new Proxy(env, {
@@ -117,7 +111,7 @@ describe.each(["overlays/dev", "overlays/prod"])("deploy/k8s/%s matches the code
   it("listens where its ports, probes and Services say, and the configuration accepts every value", () => {
     for (const d of deployments) {
       const name = processOf(d);
-      const config = loadConfig(containerEnv(d, objects), name, () => "k".repeat(32));
+      const config = loadConfig(containerEnv(d, objects, SECRET_PLACEHOLDERS), name, () => "k".repeat(32));
       const ports = Object.fromEntries(
         (container(d).ports as { name: string; containerPort: number }[]).map((p) => [p.name, p.containerPort]),
       );

@@ -130,3 +130,31 @@ export async function typeProblems(objects: readonly K8sObject[], label: string)
       });
   }
 }
+
+/**
+ * A Deployment's (first) container environment as the kubelet builds it: its ConfigMaps' data,
+ * then its own entries, a Secret's value taken from `secrets` by variable name. An optional Secret
+ * key with no value given is left unset, as in a pod without it; a required one must be given.
+ */
+export function containerEnv(
+  deployment: K8sObject,
+  objects: readonly K8sObject[],
+  secrets: Readonly<Record<string, string>>,
+): Record<string, string> {
+  const container = deployment.spec.template.spec.containers[0];
+  const env: Record<string, string> = {};
+  for (const from of container.envFrom ?? []) {
+    if (!from.configMapRef) continue;
+    const map = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === from.configMapRef.name);
+    if (!map) throw new Error(`${deployment.metadata.name}: no ConfigMap ${from.configMapRef.name} in the render`);
+    Object.assign(env, map.data);
+  }
+  for (const entry of container.env ?? []) {
+    const value = entry.value ?? secrets[entry.name];
+    if (value !== undefined) env[entry.name] = value;
+    else if (!entry.valueFrom?.secretKeyRef?.optional) {
+      throw new Error(`${deployment.metadata.name}: no value for ${entry.name} (${JSON.stringify(entry.valueFrom)})`);
+    }
+  }
+  return env;
+}

@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { ConnectError, createClient } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
 import { metricValue } from "../lib/_metrics-testing.js";
 import { provisionTenant, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
-import { grpcCheckIn } from "./recorder.js";
+import { recordingOnNewServer } from "./recorder.js";
 import { sharedSystems } from "./shared-system.js";
 import { startWebhookReceiver, type WebhookReceiver } from "./webhook-receiver.js";
 
@@ -105,18 +105,8 @@ describe.each(sharedSystems())("metrics ($mode mode)", (sys) => {
       body: { url: receiver.url(path), events: ["collection.finalized"] },
     });
     expect(sub.status, sub.text).toBe(201);
-    const created = await send(sys.baseUrl, "POST", "/v1/api/servers", {
-      headers: t.bearer(),
-      body: { name: "metrics" },
-    });
-    const serverId: string = created.body.serverId;
-    await grpcCheckIn(sys.internalUrl, serverId);
-    const started = await pollUntil(
-      () => recording.startRecording({ serverId }).catch((err) => ConnectError.from(err)),
-      (r) => !(r instanceof ConnectError),
-      10_000,
-    );
-    await recording.finishRecording({ replayId: (started as { replayId: string }).replayId, sizeBytes: 1n });
+    const { replayId } = await recordingOnNewServer(sys, t.bearer(), "metrics");
+    await recording.finishRecording({ replayId, sizeBytes: 1n });
     await receiver.waitForRequests(path, 1, 15_000);
 
     const after = await pollUntil(

@@ -1,5 +1,7 @@
 import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import {
   RecordingService,
@@ -15,6 +17,8 @@ import {
   RecorderService,
 } from "../gen/replay/servers/v1/recorder_pb.js";
 import { internalTokenHeaders } from "../lib/rpc/internal-token.js";
+import { send } from "./http.js";
+import { pollUntil } from "./poll.js";
 
 export type CheckInOptions = { pluginVersion?: string; at?: Date; token?: string };
 
@@ -100,4 +104,26 @@ export function grpcUploadArchive(
     for (const chunk of chunks) call.write(create(UploadArchiveRequestSchema, { chunk }));
     call.end();
   }).finally(() => client.close());
+}
+
+/**
+ * A server created through the public API (with `auth`'s headers), connected by a stock gRPC
+ * check-in, and a recording started on it through the internal port, retried until the replays
+ * service has heard of the server.
+ */
+export async function recordingOnNewServer(
+  sys: { baseUrl: string; internalUrl: string },
+  auth: Record<string, string>,
+  name: string,
+): Promise<{ serverId: string; replayId: string }> {
+  const created = await send(sys.baseUrl, "POST", "/v1/api/servers", { headers: auth, body: { name } });
+  const serverId: string = created.body.serverId;
+  await grpcCheckIn(sys.internalUrl, serverId);
+  const recording = createClient(RecordingService, createGrpcTransport({ baseUrl: sys.internalUrl }));
+  const started = await pollUntil(
+    () => recording.startRecording({ serverId }).catch((err) => ConnectError.from(err)),
+    (r) => !(r instanceof ConnectError),
+    10_000,
+  );
+  return { serverId, replayId: (started as { replayId: string }).replayId };
 }

@@ -1,15 +1,12 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
 import { freePorts } from "./free-port.js";
-import { provisionTenant, send, sendSigned } from "./http.js";
+import { provisionTenant, sendSigned } from "./http.js";
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "./otlp-receiver.js";
 import { pollUntil } from "./poll.js";
-import { grpcCheckIn } from "./recorder.js";
+import { recordingOnNewServer } from "./recorder.js";
 import { distributedSkipReason, type System, startDistributedSystem, startEmbeddedSystem } from "./system.js";
 import { startWebhookReceiver, type WebhookReceiver } from "./webhook-receiver.js";
 
@@ -70,19 +67,7 @@ describe.each(modes)(
             body: { url: receiver.url(path), events: ["asset.deleted"] },
           });
           expect(sub.status, sub.text).toBe(201);
-          const created = await send(sys.baseUrl, "POST", "/v1/api/servers", {
-            headers: t.bearer(),
-            body: { name: "traced" },
-          });
-          const serverId: string = created.body.serverId;
-          await grpcCheckIn(sys.internalUrl, serverId);
-          const recording = createClient(RecordingService, createGrpcTransport({ baseUrl: sys.internalUrl }));
-          const started = await pollUntil(
-            () => recording.startRecording({ serverId }).catch((err) => ConnectError.from(err)),
-            (r) => !(r instanceof ConnectError),
-            10_000,
-          );
-          const { replayId } = started as { replayId: string };
+          const { replayId } = await recordingOnNewServer(sys, t.bearer(), "traced");
 
           // The traced request: its delete emits replay.deleted (markers drop the replay's markers) and
           // asset.deleted (webhooks deliver it).

@@ -3,7 +3,7 @@ import { createBatcher } from "../db/batch.js";
 import type { Db, Tx } from "../db/types.js";
 import { logger } from "../log.js";
 import { watchConsumer } from "../metrics.js";
-import { nextSpan, parseTraceparent, runInTrace, startSpan, type TraceContext } from "../trace.js";
+import { currentTrace, nextSpan, parseTraceparent, runInTrace, startSpan, type TraceContext } from "../trace.js";
 import type { Bus, BusMessage } from "./bus.js";
 import { decodeEvent, type EventOf, type EventSubject } from "./events.js";
 import { recordInbox } from "./inbox.js";
@@ -33,13 +33,13 @@ export type ConsumerDeps = {
   now: () => Date;
 };
 
+/** Each message's hop, for its handler when it runs in a group's transaction under another's. */
+const hops = new WeakMap<BusMessage, TraceContext>();
+
 /**
  * Subscribes `consumer` under its durable name to the subjects it has handlers for. Each message is
  * decoded and applied by applyEvent.
  */
-/** Each message's hop, for its handler when it runs in a group's transaction under another's. */
-const hops = new WeakMap<BusMessage, TraceContext>();
-
 export async function startConsumer(deps: ConsumerDeps, consumer: Consumer): Promise<() => Promise<void>> {
   const subjects = Object.keys(consumer.handlers) as EventSubject[];
   const concurrency = consumer.concurrency ?? 1;
@@ -100,12 +100,15 @@ async function applyInTransaction(tx: Tx, deps: ConsumerDeps, consumer: Consumer
       "event older than the inbox window; not applied, as it may have been applied before",
     );
   } else if (await recordInbox(tx, deps.db.schema, consumer.durable, event.eventId)) {
-    // Inside the event's own hop even when applied in a group, so what the handler logs and
-    // enqueues carries the trace of the request that caused the event.
-    await runInTrace(hops.get(msg) ?? nextSpan(parseTraceparent(msg.traceparent)), async () => {
+    // Inside the event's own hop, so what the handler logs and enqueues carries the trace of the
+    // request that caused the event. Entered here only when the transaction runs under another
+    // hop (a group's) or none (a direct applyEvent); one message alone is in its hop already.
+    const hop = hops.get(msg) ?? nextSpan(parseTraceparent(msg.traceparent));
+    const run = async () => {
       await handle(tx, event);
       log.debug({ durable: consumer.durable, subject, eventId: event.eventId }, "applied event");
-    });
+    };
+    await (currentTrace() === hop ? run() : runInTrace(hop, run));
     applied = true;
   }
   await msg.settle?.(tx);

@@ -1,4 +1,12 @@
-import type { ConsumerConfig, ConsumerMessages, JetStreamManager, JsMsg, NatsConnection, NatsError } from "nats";
+import type {
+  ConsumerConfig,
+  ConsumerMessages,
+  JetStreamManager,
+  JsMsg,
+  MsgHdrs,
+  NatsConnection,
+  NatsError,
+} from "nats";
 import {
   AckPolicy,
   ConsumerEvents,
@@ -124,7 +132,7 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
     // Keeps a long handler's message from being redelivered to another replica after ackWait.
     const keepAlive = setInterval(() => msg.working(), ackWaitMs / 3);
     try {
-      await handler({ subject, eventId, data: msg.data, traceparent: msg.headers?.get(TRACEPARENT) || undefined });
+      await handler({ subject, eventId, data: msg.data, traceparent: traceparentOf(msg) });
     } catch (err) {
       const delayMs = Math.min(nakBaseMs * 2 ** (msg.info.deliveryCount - 1), nakMaxMs);
       log.warn(
@@ -250,12 +258,7 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
           const subject = fromWire(msg.subject);
           const eventId = msg.headers?.get("Nats-Msg-Id") ?? "";
           try {
-            await handler({
-              subject,
-              eventId,
-              data: msg.data,
-              traceparent: msg.headers?.get(TRACEPARENT) || undefined,
-            });
+            await handler({ subject, eventId, data: msg.data, traceparent: traceparentOf(msg) });
           } catch (err) {
             log.warn({ err, subject, eventId }, "broadcast handler failed");
           }
@@ -383,4 +386,9 @@ function traceHeaders(traceparent: string) {
   const h = natsHeaders();
   h.set(TRACEPARENT, traceparent);
   return h;
+}
+
+/** The traceparent a message was published with, if any. */
+function traceparentOf(msg: { headers?: MsgHdrs }): string | undefined {
+  return msg.headers?.get(TRACEPARENT) || undefined;
 }

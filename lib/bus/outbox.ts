@@ -110,7 +110,9 @@ export function startOutboxRelay(deps: OutboxRelayDeps): Worker {
       // One at a time, in id order: the broker stores this relay's events in commit order.
       for (const row of rows) {
         await bus.publish(row.subject, row.event_id, row.payload, row.traceparent ?? undefined);
-        log.debug({ subject: row.subject, eventId: row.event_id, trace_id: traceIdOf(row.traceparent) }, "published");
+        if (log.isLevelEnabled("debug")) {
+          log.debug({ subject: row.subject, eventId: row.event_id, trace_id: traceIdOf(row.traceparent) }, "published");
+        }
       }
       if (rows.length > 0) {
         await tx.query(`UPDATE ${schema}.outbox SET published_at = now() WHERE id = ANY($1::bigint[])`, [

@@ -33,7 +33,7 @@ export const metricsInterceptor: Interceptor = (next) => async (req) => {
   } finally {
     const seconds = (performance.now() - started) / 1000;
     rpcCalls.observe(labels, seconds);
-    log.debug({ ...labels, durationMs: Math.round(seconds * 10_000) / 10 }, "rpc");
+    if (log.isLevelEnabled("debug")) log.debug({ ...labels, durationMs: Math.round(seconds * 10_000) / 10 }, "rpc");
   }
 };
 
