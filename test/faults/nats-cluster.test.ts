@@ -83,7 +83,11 @@ describe.skipIf(!binary)("the event streams on a 3-node JetStream cluster", () =
       20_000,
       250,
     );
-    await waitFor("both events delivered", () => seen.ids().length >= 2, 20_000);
-    expect(seen.ids()).toEqual(["e-1", "e-2"]);
-  }, 90_000);
+    // A pull pending on a consumer leader that died is only replaced when the client misses its
+    // heartbeats (nats.js consume: up to ~30 s), so delivery may pause that long.
+    await waitFor("both events delivered", () => new Set(seen.ids()).size >= 2, 60_000);
+    // At least once, not in order: e-1, in flight on a consumer leader that died, may come again
+    // after e-2 once its ack wait runs out.
+    expect([...new Set(seen.ids())].sort()).toEqual(["e-1", "e-2"]);
+  }, 150_000);
 });
