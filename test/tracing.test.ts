@@ -93,7 +93,12 @@ describe.each(modes)(
           };
           const traced = await pollUntil(
             async () => hops(),
-            (lines) => lines.some((line) => line.msg === "delivery attempt"),
+            // The webhook's first attempt may come before its fan-out is applied (it is made first).
+            (lines) =>
+              lines.some((line) => line.msg === "delivery attempt") &&
+              ["webhooks_replays", "markers_replays"].every((durable) =>
+                lines.some((line) => line.msg === "applied event" && line.durable === durable),
+              ),
             10_000,
             100,
           ).catch(() => hops());

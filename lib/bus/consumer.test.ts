@@ -5,7 +5,7 @@ import { migrate } from "../db/migrate.js";
 import type { Db } from "../db/types.js";
 import { createTestBus, waitFor } from "./_testing.js";
 import type { BusMessage } from "./bus.js";
-import { applyEvent, type Consumer, type ConsumerDeps, startConsumer } from "./consumer.js";
+import { applyEvent, type Consumer, type ConsumerDeps, type Prepared, startConsumer } from "./consumer.js";
 import { buildEvent } from "./events.js";
 import { outboxMigrations } from "./outbox.js";
 
@@ -48,6 +48,27 @@ async function appliedCount(tenantId: string): Promise<number> {
 /** The same event as a new transport message: a duplicate no broker de-duplication would catch. */
 function message(event: { subject: string; payload: Uint8Array }): BusMessage {
   return { subject: event.subject, eventId: randomUUID(), data: event.payload };
+}
+
+/**
+ * A bus that hands each message straight to the consumer's handler, as many at once as the test
+ * delivers (as JetStream does with concurrency); the handler's promise is the delivery's outcome.
+ */
+function handingBus(): { bus: ConsumerDeps["bus"]; handler(msg: BusMessage): Promise<void> } {
+  let subscribed: ((msg: BusMessage) => Promise<void>) | undefined;
+  const bus = {
+    subscribe: async (_durable: string, _subjects: readonly string[], h: (msg: BusMessage) => Promise<void>) => {
+      subscribed = h;
+      return async () => {};
+    },
+  } as unknown as ConsumerDeps["bus"];
+  return {
+    bus,
+    handler: (msg) => {
+      if (!subscribed) throw new Error("no consumer subscribed yet");
+      return subscribed(msg);
+    },
+  };
 }
 
 describe("consumer", () => {
@@ -111,14 +132,7 @@ describe("consumer", () => {
   });
 
   it("applies the events a concurrent consumer has in flight together in one transaction, and one that fails alone", async () => {
-    let handler: ((msg: BusMessage) => Promise<void>) | undefined;
-    // A bus that hands several messages to the handler at once, as JetStream does with concurrency.
-    const bus = {
-      subscribe: async (_durable: string, _subjects: readonly string[], h: (msg: BusMessage) => Promise<void>) => {
-        handler = h;
-        return async () => {};
-      },
-    } as unknown as ConsumerDeps["bus"];
+    const { bus, handler } = handingBus();
     const tenantId = randomUUID();
     const poisonTenant = randomUUID();
     let poisoned = true;
@@ -137,7 +151,7 @@ describe("consumer", () => {
       buildEvent("servers.server.created", { tenantId: t, serverId: randomUUID(), categoryId: "" });
     const good = Array.from({ length: 6 }, () => event(tenantId));
     const poison = event(poisonTenant);
-    const deliver = (e: ReturnType<typeof event>) => (handler as (msg: BusMessage) => Promise<void>)(message(e));
+    const deliver = (e: ReturnType<typeof event>) => handler(message(e));
 
     // Six at once: one transaction for all of them.
     await Promise.all(good.map(deliver));
@@ -158,5 +172,41 @@ describe("consumer", () => {
     poisoned = false;
     await deliver(poison);
     expect(await appliedCount(poisonTenant)).toBe(1);
+  });
+
+  it("runs prepare before the event's transaction, hands its result to the handler, and says whether the event was applied", async () => {
+    const { bus, handler } = handingBus();
+    const tenantId = randomUUID();
+    const steps: string[] = [];
+    let fail = false;
+    const consumer: Consumer = {
+      durable: `prepared_${randomUUID().slice(0, 8)}`,
+      concurrency: 4,
+      prepare: async (_subject, event) => {
+        steps.push("prepare");
+        return { label: event.eventId, settled: (applied: boolean) => steps.push(`settled ${applied}`) } as Prepared;
+      },
+      handlers: {
+        "servers.server.created": async (tx, event, prepared) => {
+          steps.push(`handle ${(prepared as { label?: string } | undefined)?.label === event.eventId}`);
+          await tx.query("INSERT INTO consumer_test.applied (tenant_id) VALUES ($1)", [event.tenantId]);
+          if (fail) throw new Error("projection failed");
+        },
+      },
+    };
+    await startConsumer({ ...deps(), bus }, consumer);
+    const event = buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" });
+    const deliver = () => handler(message(event));
+
+    fail = true;
+    await expect(deliver()).rejects.toThrow("projection failed");
+    expect(steps.splice(0)).toEqual(["prepare", "handle true", "settled false"]);
+    fail = false;
+    await deliver();
+    expect(steps.splice(0)).toEqual(["prepare", "handle true", "settled true"]);
+    // Delivered again after it was applied: prepared again, not handled, not applied.
+    await deliver();
+    expect(steps.splice(0)).toEqual(["prepare", "settled false"]);
+    expect(await appliedCount(tenantId)).toBe(1);
   });
 });

@@ -10,8 +10,14 @@ import { recordInbox } from "./inbox.js";
 
 const log = logger("lib:bus:consumer");
 
-/** Applies one decoded event inside the consumer's transaction. */
-export type EventHandler<S extends EventSubject> = (tx: Tx, event: EventOf<S>) => Promise<void>;
+/** Applies one decoded event inside the consumer's transaction, with what the consumer's prepare made of it. */
+export type EventHandler<S extends EventSubject> = (tx: Tx, event: EventOf<S>, prepared?: Prepared) => Promise<void>;
+
+/** What a consumer's prepare made of an event, for its handler. */
+export type Prepared = {
+  /** Told once the event's transaction is over: whether the handler ran in it and it committed. */
+  settled?(applied: boolean): void;
+};
 
 /** A service's consumer of other services' events: one durable name, one handler per subject. */
 export type Consumer = {
@@ -23,6 +29,19 @@ export type Consumer = {
    * lock in different orders.
    */
   concurrency?: number;
+  /**
+   * How many such groups' transactions may run at once (default 1): more for handlers whose
+   * statements are the bottleneck and that lock no row another event's could (inserts of rows of
+   * their own), so that one group's statements need not wait for the commit of the one before.
+   */
+  groups?: number;
+  /**
+   * Work for an event that must not hold its transaction open (the webhooks service's first
+   * delivery attempts, HTTP calls), done before the transaction: what it resolves to reaches the
+   * handler. It runs each time the bus delivers the event, also when the inbox then finds it applied
+   * already (the handler does not run, and `settled` says so); never for an event too old to apply.
+   */
+  prepare?: (subject: EventSubject, event: EventOf<EventSubject>) => Promise<Prepared | undefined>;
 };
 
 export type ConsumerDeps = {
@@ -35,6 +54,9 @@ export type ConsumerDeps = {
 
 /** Each message's hop, for its handler when it runs in a group's transaction under another's. */
 const hops = new WeakMap<BusMessage, TraceContext>();
+/** Each message's event decoded once, and what prepare made of it, for applyInTransaction. */
+const decoded = new WeakMap<BusMessage, EventOf<EventSubject>>();
+const preparedFor = new WeakMap<BusMessage, Prepared>();
 
 /**
  * Subscribes `consumer` under its durable name to the subjects it has handlers for. Each message is
@@ -43,8 +65,21 @@ const hops = new WeakMap<BusMessage, TraceContext>();
 export async function startConsumer(deps: ConsumerDeps, consumer: Consumer): Promise<() => Promise<void>> {
   const subjects = Object.keys(consumer.handlers) as EventSubject[];
   const concurrency = consumer.concurrency ?? 1;
-  const apply =
+  const applyPrepared =
     concurrency > 1 ? groupedApply(deps, consumer, concurrency) : (msg: BusMessage) => applyEvent(deps, consumer, msg);
+  const prepare = consumer.prepare;
+  const apply = prepare
+    ? async (msg: BusMessage): Promise<boolean> => {
+        const prepared = await prepareEvent(deps, consumer, prepare, msg);
+        let applied = false;
+        try {
+          applied = await applyPrepared(msg);
+          return applied;
+        } finally {
+          prepared?.settled?.(applied);
+        }
+      }
+    : applyPrepared;
   const stop = await deps.bus.subscribe(
     consumer.durable,
     subjects,
@@ -90,13 +125,16 @@ async function applyInTransaction(tx: Tx, deps: ConsumerDeps, consumer: Consumer
   const subject = msg.subject as EventSubject;
   const handle = consumer.handlers[subject] as EventHandler<EventSubject> | undefined;
   if (!handle) throw new Error(`consumer ${consumer.durable} has no handler for ${msg.subject}`);
-  const event = decodeEvent(subject, msg.data);
-  const occurredAt = event.occurredAt ? timestampDate(event.occurredAt) : undefined;
-  const tooOld = occurredAt !== undefined && deps.now().getTime() - occurredAt.getTime() > deps.inboxMs;
+  const event = decoded.get(msg) ?? decodeEvent(subject, msg.data);
   let applied = false;
-  if (tooOld) {
+  if (tooOld(deps, event)) {
     log.error(
-      { durable: consumer.durable, subject, eventId: event.eventId, occurredAt },
+      {
+        durable: consumer.durable,
+        subject,
+        eventId: event.eventId,
+        occurredAt: event.occurredAt ? timestampDate(event.occurredAt) : undefined,
+      },
       "event older than the inbox window; not applied, as it may have been applied before",
     );
   } else if (await recordInbox(tx, deps.db.schema, consumer.durable, event.eventId)) {
@@ -105,7 +143,7 @@ async function applyInTransaction(tx: Tx, deps: ConsumerDeps, consumer: Consumer
     // hop (a group's) or none (a direct applyEvent); one message alone is in its hop already.
     const hop = hops.get(msg) ?? nextSpan(parseTraceparent(msg.traceparent));
     const run = async () => {
-      await handle(tx, event);
+      await handle(tx, event, preparedFor.get(msg));
       log.debug({ durable: consumer.durable, subject, eventId: event.eventId }, "applied event");
     };
     await (currentTrace() === hop ? run() : runInTrace(hop, run));
@@ -113,6 +151,29 @@ async function applyInTransaction(tx: Tx, deps: ConsumerDeps, consumer: Consumer
   }
   await msg.settle?.(tx);
   return applied;
+}
+
+/** An event older than the inbox window: see applyEvent. */
+function tooOld(deps: ConsumerDeps, event: EventOf<EventSubject>): boolean {
+  const occurredAt = event.occurredAt ? timestampDate(event.occurredAt) : undefined;
+  return occurredAt !== undefined && deps.now().getTime() - occurredAt.getTime() > deps.inboxMs;
+}
+
+/** Decodes the message's event and runs the consumer's prepare on it, keeping both for applyInTransaction. */
+async function prepareEvent(
+  deps: ConsumerDeps,
+  consumer: Consumer,
+  prepare: NonNullable<Consumer["prepare"]>,
+  msg: BusMessage,
+): Promise<Prepared | undefined> {
+  const subject = msg.subject as EventSubject;
+  if (!consumer.handlers[subject]) return undefined;
+  const event = decodeEvent(subject, msg.data);
+  decoded.set(msg, event);
+  if (tooOld(deps, event)) return undefined;
+  const prepared = await prepare(subject, event);
+  if (prepared) preparedFor.set(msg, prepared);
+  return prepared;
 }
 
 /**
@@ -130,7 +191,7 @@ function groupedApply(deps: ConsumerDeps, consumer: Consumer, maxBatch: number):
         return applied;
       }),
     maxBatch,
-    maxRunning: 1,
+    maxRunning: consumer.groups ?? 1,
     isolate: () => true,
   });
 }

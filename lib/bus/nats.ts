@@ -31,7 +31,8 @@ const log = logger("lib:bus:nats");
 const duplicateWindowMs = 2 * 60_000;
 const ackWaitMs = 30_000;
 // Few messages in flight per process: the others stay available to other replicas, and buffered
-// messages do not use up their ack wait while a slow handler runs.
+// messages do not use up their ack wait while a slow handler runs. A consumer that handles more at
+// once (SubscribeOptions.concurrency) buffers as many as it handles.
 const pullBatch = 16;
 const nakBaseMs = 500;
 const nakMaxMs = 30_000;
@@ -163,7 +164,7 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
         if (started) await ensureConsumer(stream, name, filter);
         started = true;
         const consumer = await js.consumers.get(stream, name);
-        const messages = await consumer.consume({ max_messages: pullBatch });
+        const messages = await consumer.consume({ max_messages: Math.max(pullBatch, concurrency) });
         current = messages;
         let delivered = 0;
         // Up to `concurrency` handlers at once; each message is acked when its own handler is done.
@@ -241,7 +242,7 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
       }));
       // All consumers exist before any loop starts, so a failure leaves nothing running.
       for (const c of consumers) await ensureConsumer(c.stream, c.name, c.filter);
-      const concurrency = Math.min(Math.max(1, options?.concurrency ?? 1), pullBatch);
+      const concurrency = Math.max(1, options?.concurrency ?? 1);
       const loops = consumers.map((c) => startConsumeLoop(c.stream, c.name, c.filter, handler, concurrency));
       return track(async () => {
         await Promise.all(loops.map((stop) => stop()));

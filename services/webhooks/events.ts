@@ -1,55 +1,99 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Consumer, EventHandler } from "../../lib/bus/consumer.js";
+import type { EventOf } from "../../lib/bus/events.js";
+import type { Db } from "../../lib/db/types.js";
 import { currentTraceparent } from "../../lib/trace.js";
 import { firstAttemptAt } from "./delivery/schedule.js";
+import type { DeliveryWorker, FirstAttempts } from "./delivery/worker.js";
 import { deliveryBody, type WebhookSubject, webhookSubjects } from "./payload.js";
 import * as store from "./store.js";
 
 /** Events of one subject fanned out at once by one process. */
 const FAN_OUT_CONCURRENCY = 16;
+/**
+ * Fan-out transactions at once: a fan-out inserts rows of its own only (its deliveries, their first
+ * attempts, its inbox row), so groups never wait on each other's locks, and with one at a time the
+ * events queued behind its statements and commit.
+ */
+const FAN_OUT_GROUPS = 4;
+
+export type FanOutDeps = {
+  db: Db;
+  /** WEBHOOK_RETRY_SCHEDULE. */
+  retryScheduleMs: readonly number[];
+  /** This process's delivery worker; none when delivery is off. */
+  worker: DeliveryWorker | undefined;
+  /** Runs after a fan-out that left deliveries for the worker committed: wakes it (other replicas' workers find them on their poll). */
+  onQueued: () => void;
+};
+
+const eventOf = (subject: WebhookSubject) => subject.slice("replays.".length);
+const occurredAtOf = (message: { occurredAt?: Parameters<typeof timestampDate>[0] }) =>
+  message.occurredAt ? timestampDate(message.occurredAt) : new Date();
 
 /**
- * The fan-out of one replays event: a delivery to each subscription of its tenant that names the
- * event, due the schedule's first wait after the event. (No NOTIFY: Postgres serialises the commits
- * of notifying transactions, which would serialise the fan-outs.) It runs in the consumer's transaction with
- * the inbox record, so an event is fanned out exactly once however often the bus delivers it, and a
- * crash before the commit leaves the event to be delivered again.
+ * Before an event's transaction: the first attempts of its deliveries, made at once when the
+ * schedule's first attempt is due at once (worker.ts attemptFirst). Nothing is stored yet: a
+ * crash before the fan-out commits leaves the event to be delivered, and attempted, again.
  */
-function fanOut(
-  subject: WebhookSubject,
-  retryScheduleMs: readonly number[],
-  onQueued: () => void,
-): EventHandler<WebhookSubject> {
-  const event = subject.slice("replays.".length);
-  return async (tx, message) => {
-    const occurredAt = message.occurredAt ? timestampDate(message.occurredAt) : new Date();
-    const created = await store.insertDeliveries(tx, {
-      tenantId: message.tenantId,
+function attemptFirst(deps: FanOutDeps): Consumer["prepare"] {
+  const { worker } = deps;
+  if (!worker) return undefined;
+  return async (subject, event) => {
+    const webhookSubject = subject as WebhookSubject;
+    const message = event as EventOf<WebhookSubject>;
+    if (firstAttemptAt(occurredAtOf(message), deps.retryScheduleMs).getTime() > Date.now()) return undefined;
+    const targets = await store.listFanOutTargets(deps.db, message.tenantId, eventOf(webhookSubject));
+    if (targets.length === 0) return undefined;
+    return worker.attemptFirst(targets, {
       eventId: message.eventId,
-      event,
-      body: deliveryBody(subject, message),
-      firstAttemptAt: firstAttemptAt(occurredAt, retryScheduleMs),
-      traceparent: currentTraceparent(),
+      event: eventOf(webhookSubject),
+      body: deliveryBody(webhookSubject, message),
+      traceparent: currentTraceparent() ?? null,
     });
-    if (created > 0) tx.onCommit(onQueued);
   };
 }
 
 /**
- * The webhooks service's one consumer: the eight replays events that are webhook events. `onQueued`
- * runs after a fan-out that created deliveries committed: it wakes this process's delivery worker
- * (other replicas' workers find them on their poll).
+ * The fan-out of one replays event: a delivery to each subscription of its tenant that names the
+ * event, stored with its first attempt when that was made before (attemptFirst), else due the
+ * schedule's first wait after the event. (No NOTIFY: Postgres serialises the commits of notifying
+ * transactions, which would serialise the fan-outs.) It runs in the consumer's transaction with the
+ * inbox record, so an event is fanned out exactly once however often the bus delivers it, and a
+ * crash before the commit leaves the event to be delivered again.
  */
-export function webhooksConsumers(retryScheduleMs: readonly number[], onQueued: () => void): Consumer[] {
+function fanOut(subject: WebhookSubject, deps: FanOutDeps): EventHandler<WebhookSubject> {
+  const event = eventOf(subject);
+  return async (tx, message, prepared) => {
+    const first = prepared as FirstAttempts | undefined;
+    const { waiting } = await store.insertDeliveries(tx, {
+      tenantId: message.tenantId,
+      eventId: message.eventId,
+      event,
+      body: deliveryBody(subject, message),
+      firstAttemptAt: firstAttemptAt(occurredAtOf(message), deps.retryScheduleMs),
+      traceparent: currentTraceparent(),
+      first,
+    });
+    if (waiting > 0) tx.onCommit(deps.onQueued);
+  };
+}
+
+/** The webhooks service's one consumer: the eight replays events that are webhook events. */
+export function webhooksConsumers(deps: FanOutDeps): Consumer[] {
   const handlers: Consumer["handlers"] = {};
   for (const subject of webhookSubjects) {
-    (handlers as Record<WebhookSubject, EventHandler<WebhookSubject>>)[subject] = fanOut(
-      subject,
-      retryScheduleMs,
-      onQueued,
-    );
+    (handlers as Record<WebhookSubject, EventHandler<WebhookSubject>>)[subject] = fanOut(subject, deps);
   }
   // A fan-out depends on nothing but its own event: events of one subject may fan out in any order,
   // several at once (each its own transaction, so their commits share WAL flushes).
-  return [{ durable: "webhooks_replays", handlers, concurrency: FAN_OUT_CONCURRENCY }];
+  return [
+    {
+      durable: "webhooks_replays",
+      handlers,
+      concurrency: FAN_OUT_CONCURRENCY,
+      groups: FAN_OUT_GROUPS,
+      prepare: attemptFirst(deps),
+    },
+  ];
 }

@@ -53,7 +53,7 @@ export const webhooksService: ServiceSpec = {
       routes(router) {
         router.service(WebhooksService, webhooks);
       },
-      consumers: webhooksConsumers(settings.retryScheduleMs, onQueued),
+      consumers: webhooksConsumers({ db, retryScheduleMs: settings.retryScheduleMs, worker, onQueued }),
       workers: worker ? [worker] : [],
     };
   },

@@ -50,25 +50,110 @@ export async function deleteSubscription(q: Queryable, tenantId: string, subscri
   return rowCount > 0;
 }
 
+/** A subscription an event fans out to, with what an attempt needs. */
+export type FanOutTarget = { subscription_id: string; url: string; secret: string };
+
+/** The tenant's subscriptions that name `event`: where its deliveries go. */
+export async function listFanOutTargets(q: Queryable, tenantId: string, event: string): Promise<FanOutTarget[]> {
+  const { rows } = await q.query<FanOutTarget>(
+    "SELECT subscription_id, url, secret FROM webhooks.subscription WHERE tenant_id = $1 AND $2 = ANY (events)",
+    [tenantId, event],
+  );
+  return rows;
+}
+
+/** A delivery whose first attempt the fan-out made at once (worker.ts attemptFirst). */
+export type FirstAttempt = {
+  deliveryId: string;
+  subscriptionId: string;
+  /**
+   * The attempt, when it ended before the fan-out's transaction: the delivery is stored with it.
+   * Undefined while it still runs: the delivery is stored leased to the worker, which records the
+   * attempt as it records claimed ones.
+   */
+  record?: AttemptRecord;
+};
+
 /**
  * One event's fan-out: a delivery to every subscription of the tenant that names the event, all
- * carrying the same body. An event the bus delivers again adds nothing (one delivery per
- * subscription and event). Resolves to the number of deliveries created.
+ * carrying the same body. A delivery whose first attempt was made already (`first`) is stored with
+ * it: its attempt row, counters, status and schedule as recordAttempts would leave them, or leased
+ * while the attempt still runs. The others wait for the worker, due at `firstAttemptAt`. A
+ * subscription deleted meanwhile gets nothing; one created meanwhile that names the event gets a
+ * waiting delivery. An event the bus delivers again adds nothing (one delivery per subscription and
+ * event). Resolves to the deliveries created, and of those the ones the worker is to attempt (now
+ * or at a scheduled retry).
  */
 export async function insertDeliveries(
   tx: Tx,
-  d: { tenantId: string; eventId: string; event: string; body: string; firstAttemptAt: Date; traceparent?: string },
-): Promise<number> {
-  const { rowCount } = await tx.query(
-    `INSERT INTO webhooks.delivery
-            (delivery_id, tenant_id, subscription_id, event_id, event, body, next_attempt_at, traceparent)
-     SELECT gen_random_uuid(), $1, subscription_id, $2, $3, $4, $5, $6
-       FROM webhooks.subscription
-      WHERE tenant_id = $1 AND $3 = ANY (events)
-     ON CONFLICT (subscription_id, event_id) DO NOTHING`,
-    [d.tenantId, d.eventId, d.event, d.body, d.firstAttemptAt, d.traceparent ?? null],
+  d: {
+    tenantId: string;
+    eventId: string;
+    event: string;
+    body: string;
+    firstAttemptAt: Date;
+    traceparent?: string | undefined;
+    first?: { attempts: readonly FirstAttempt[]; owner: string; leaseMs: number; createdAt: Date } | undefined;
+  },
+): Promise<{ created: number; waiting: number }> {
+  const attempts = d.first?.attempts ?? [];
+  const recorded = (f: FirstAttempt) => f.record;
+  const { rows } = await tx.query<{ waiting: boolean }>(
+    `WITH f AS (
+       SELECT * FROM unnest($7::uuid[], $8::uuid[], $9::timestamptz[], $10::int[], $11::int[], $12::text[],
+                            $13::timestamptz[], $14::bool[], $15::bool[])
+         AS f(delivery_id, subscription_id, started_at, duration_ms, status_code, error, next_attempt_at, gone, ended)
+     ), d AS (
+       INSERT INTO webhooks.delivery
+              (delivery_id, tenant_id, subscription_id, event_id, event, body, status, attempt_count,
+               automatic_attempts, last_status_code, last_error, next_attempt_at, lease_owner, lease_expires_at,
+               traceparent, created_at, updated_at)
+       SELECT COALESCE(f.delivery_id, gen_random_uuid()), $1, s.subscription_id, $2, $3, $4,
+              CASE WHEN f.ended IS NOT TRUE THEN 'pending'
+                   WHEN f.error IS NULL THEN 'succeeded'
+                   WHEN f.gone OR f.next_attempt_at IS NULL THEN 'failed'
+                   ELSE 'pending' END,
+              COALESCE(f.ended::int, 0), COALESCE(f.ended::int, 0), f.status_code, f.error,
+              CASE WHEN f.ended IS NOT TRUE THEN $5
+                   WHEN f.error IS NULL OR f.gone THEN NULL
+                   ELSE f.next_attempt_at END,
+              CASE WHEN f.ended = false THEN $16 END,
+              CASE WHEN f.ended = false THEN now() + $17 * interval '1 millisecond' END,
+              $6, COALESCE($18, now()), now()
+         FROM webhooks.subscription s
+         LEFT JOIN f ON f.subscription_id = s.subscription_id
+        WHERE s.tenant_id = $1 AND $3 = ANY (s.events)
+       ON CONFLICT (subscription_id, event_id) DO NOTHING
+       RETURNING delivery_id, status = 'pending' AND lease_owner IS NULL AS waiting
+     ), a AS (
+       INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at, duration_ms, status_code, error)
+       SELECT f.delivery_id, 1, 'automatic', f.started_at, f.duration_ms, f.status_code, f.error
+         FROM f JOIN d USING (delivery_id)
+        WHERE f.ended
+     )
+     SELECT waiting FROM d`,
+    [
+      d.tenantId,
+      d.eventId,
+      d.event,
+      d.body,
+      d.firstAttemptAt,
+      d.traceparent ?? null,
+      attempts.map((f) => f.deliveryId),
+      attempts.map((f) => f.subscriptionId),
+      attempts.map((f) => recorded(f)?.startedAt ?? null),
+      attempts.map((f) => recorded(f)?.durationMs ?? null),
+      attempts.map((f) => recorded(f)?.statusCode ?? null),
+      attempts.map((f) => recorded(f)?.error ?? null),
+      attempts.map((f) => recorded(f)?.nextAttemptAt ?? null),
+      attempts.map((f) => recorded(f)?.gone ?? false),
+      attempts.map((f) => f.record !== undefined),
+      d.first?.owner ?? null,
+      d.first?.leaseMs ?? 0,
+      d.first?.createdAt ?? null,
+    ],
   );
-  return rowCount;
+  return { created: rows.length, waiting: rows.filter((r) => r.waiting).length };
 }
 
 export type DeliveryRow = {

@@ -62,8 +62,11 @@ export async function run(_args: string[]): Promise<void> {
   const [tlsPort] = (await freePorts(1)) as [number];
   const receiver = await startChildServer("webhook-receiver-server", { CERT_DIR: work, TLS_PORT: String(tlsPort) });
   progress("starting the distributed system (5 processes, fresh database)");
+  // BENCH_CPU_PROF_DIR: every process of the system writes a V8 CPU profile there when it stops.
+  const profDir = process.env.BENCH_CPU_PROF_DIR;
   const sys = await startDistributedSystem({
     env: { WEBHOOK_ALLOW_TARGETS: `127.0.0.1:${tlsPort}`, WEBHOOK_CA_FILE: join(work, "cert.pem") },
+    nodeArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
   });
   const db = new pg.Client({ connectionString: sys.databaseUrl });
   await db.connect();

@@ -11,7 +11,7 @@ import { startWebhookReceiver, type WebhookReceiver } from "../../../test/webhoo
 import * as store from "../store.js";
 import { createDeliveryClient } from "./client.js";
 import { parseAllowTargets } from "./target.js";
-import { type DeliveryWorkerDeps, deliveryWorker } from "./worker.js";
+import { type DeliveryWorkerDeps, deliveryWorker, FIRST_ATTEMPT_WAIT_MS } from "./worker.js";
 
 // The delivery worker against a real database (both modes) and a real HTTPS receiver: leases across
 // replicas, the per-subscription cap, a dead replica's deliveries, and the drain on stop.
@@ -174,6 +174,127 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
     onTestFinished(() => back.close());
     await back.waitForRequests("/down", 5, 10_000);
     await pollUntil(attempts, (rows) => rows.every((r) => r.status === "succeeded"), 10_000);
+  });
+
+  it("makes a new event's first attempts at once and stores each with its delivery; one that outlasts the wait is recorded after the fan-out commits, and dropped when it does not", async () => {
+    const tenantId = randomUUID();
+    const paths = { ok: receiver.newPath(), failing: receiver.newPath(), slow: receiver.newPath() };
+    receiver.behave(paths.failing, { status: 500 });
+    receiver.behave(paths.slow, { delayMs: FIRST_ATTEMPT_WAIT_MS + 500 });
+    const ids: Record<string, string> = {};
+    for (const [name, path] of Object.entries(paths)) {
+      ids[name] = randomUUID();
+      await store.insertSubscription(db, {
+        subscriptionId: ids[name] as string,
+        tenantId,
+        url: receiver.url(path),
+        events: ["asset.ready"],
+        secret: "whsec_test",
+      });
+    }
+    const spec = deliveryWorker({
+      db,
+      client: createDeliveryClient({
+        timeoutMs: 5_000,
+        allowTargets: parseAllowTargets([`127.0.0.1:${receiver.port}`]),
+        extraCaPem: readFileSync(join(certDir, "cert.pem"), "utf8"),
+      }),
+      retryScheduleMs: [0, 60_000],
+      timeoutMs: 5_000,
+      intervalMs: 100,
+    });
+    const w = startWorker(spec);
+    onTestFinished(() => w.stop(100));
+    const fanOut = async (eventId: string, commit: boolean) => {
+      const targets = await store.listFanOutTargets(db, tenantId, "asset.ready");
+      const first = await spec.attemptFirst(targets, { eventId, event: "asset.ready", body: "{}", traceparent: null });
+      const insert = db.transaction(async (tx) => {
+        await store.insertDeliveries(tx, {
+          tenantId,
+          eventId,
+          event: "asset.ready",
+          body: "{}",
+          firstAttemptAt: new Date(),
+          first,
+        });
+        if (!commit) throw new Error("rolled back");
+      });
+      await (commit ? insert : insert.catch(() => undefined));
+      first.settled(commit);
+      return first;
+    };
+    const deliveries = async (eventId: string) => {
+      const { rows } = await db.query<{
+        subscription_id: string;
+        status: string;
+        attempt_count: number;
+        last_status_code: number | null;
+        leased: boolean;
+        retry_due: boolean;
+        attempts: number;
+      }>(
+        `SELECT subscription_id, status, attempt_count, last_status_code, lease_owner IS NOT NULL AS leased,
+                COALESCE(next_attempt_at > now() + interval '30 seconds', false) AS retry_due,
+                (SELECT count(*)::int FROM webhooks.attempt a WHERE a.delivery_id = d.delivery_id) AS attempts
+           FROM webhooks.delivery d WHERE event_id = $1`,
+        [eventId],
+      );
+      return Object.fromEntries(rows.map(({ subscription_id, ...r }) => [subscription_id, r]));
+    };
+
+    const committed = randomUUID();
+    const first = await fanOut(committed, true);
+    // The fast answers came within the wait, the slow one not.
+    expect(
+      first.attempts
+        .filter((a) => a.record)
+        .map((a) => a.subscriptionId)
+        .sort(),
+    ).toEqual([ids.ok, ids.failing].sort());
+    const succeeded = {
+      status: "succeeded",
+      attempt_count: 1,
+      last_status_code: 200,
+      leased: false,
+      retry_due: false,
+      attempts: 1,
+    };
+    expect(await deliveries(committed)).toEqual({
+      [ids.ok as string]: succeeded,
+      [ids.failing as string]: {
+        status: "pending",
+        attempt_count: 1,
+        last_status_code: 500,
+        leased: false,
+        retry_due: true,
+        attempts: 1,
+      },
+      [ids.slow as string]: {
+        status: "pending",
+        attempt_count: 0,
+        last_status_code: null,
+        leased: true,
+        retry_due: false,
+        attempts: 0,
+      },
+    });
+    await pollUntil(
+      () => deliveries(committed),
+      (d) => d[ids.slow as string]?.status === "succeeded",
+      5_000,
+    );
+    expect((await deliveries(committed))[ids.slow as string]).toEqual(succeeded);
+
+    // A fan-out that does not commit stores nothing, its late attempt included: the event comes again.
+    const rolledBack = randomUUID();
+    await fanOut(rolledBack, false);
+    await receiver.waitForRequests(paths.slow, 2, 5_000);
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    expect(await deliveries(rolledBack)).toEqual({});
+    // One request each per event: nothing was attempted twice.
+    expect(receiver.requests(paths.ok)).toHaveLength(2);
+    expect(receiver.requests(paths.failing)).toHaveLength(2);
+    expect(receiver.requests(paths.slow)).toHaveLength(2);
   });
 
   it("on stop, finishes and records the attempts in flight, and hands back those that outlast the drain", async () => {

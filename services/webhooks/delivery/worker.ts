@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { createBatcher } from "../../../lib/db/batch.js";
 import type { Db } from "../../../lib/db/types.js";
 import { logger } from "../../../lib/log.js";
@@ -26,6 +27,24 @@ export type DeliveryWorkerDeps = {
   intervalMs?: number;
 };
 
+/** One event's first attempts (attemptFirst), for its fan-out to store; `settled` says whether it committed. */
+export type FirstAttempts = {
+  attempts: store.FirstAttempt[];
+  owner: string;
+  leaseMs: number;
+  createdAt: Date;
+  settled(committed: boolean): void;
+};
+
+export type DeliveryWorker = WorkerSpec & {
+  /** Starts a claim at once: deliveries were queued. */
+  wake(): void;
+  attemptFirst(
+    targets: readonly store.FanOutTarget[],
+    event: { eventId: string; event: string; body: string; traceparent: string | null },
+  ): Promise<FirstAttempts>;
+};
+
 /** Attempts of this process in flight at most: each is an open HTTP request, cheap while it waits. */
 export const MAX_IN_FLIGHT = 256;
 /** Attempts for one subscription in flight at most per replica: a receiver that hangs holds this many slots, never all. */
@@ -38,6 +57,13 @@ const LEASE_MARGIN_MS = 10_000;
  * per finished attempt.
  */
 const CLAIM_GATHER_MS = 5;
+/**
+ * How long a fan-out waits for the first attempts it made at once before it stores its deliveries:
+ * a receiver that answers within it costs one statement (the fan-out's) instead of three. Longer
+ * attempts go on and are recorded on their own, and the slow subscription's next deliveries wait
+ * for the worker, so a hanging receiver holds up a fan-out once, this long.
+ */
+export const FIRST_ATTEMPT_WAIT_MS = 250;
 /** How often a receiver that could not be reached is probed for its return. */
 export const PROBE_INTERVAL_MS = 1_000;
 
@@ -55,7 +81,7 @@ export const PROBE_INTERVAL_MS = 1_000;
  * lost is sent again the same way. On stop, the attempts in flight finish within the drain and are
  * recorded; those still running when it ends are handed back for another replica.
  */
-export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake(): void } {
+export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const { db, client } = deps;
   const maxInFlight = deps.maxInFlight ?? MAX_IN_FLIGHT;
   const perSubscription = deps.perSubscription ?? PER_SUBSCRIPTION_MAX;
@@ -63,6 +89,15 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
   const leaseMs = deps.timeoutMs + LEASE_MARGIN_MS;
   // Attempts in flight, by delivery: the subscription (for the claim's cap) and the attempt itself.
   const inFlight = new Map<string, { subscriptionId: string; running: Promise<void> }>();
+  const perSubscriptionInFlight = new Map<string, number>();
+  // Subscriptions with a first attempt that outlasted the fan-out's wait: until it ends, their new
+  // deliveries wait for the worker instead of holding up fan-outs one wait each.
+  const slow = new Set<string>();
+  // Whether the last claim was held back by this worker's slots or caps, so that more may be due
+  // than it took: then every attempt that ends wakes the worker for another claim. Otherwise only a
+  // claimed attempt does (its subscription may have more due); a fan-out's first attempt then frees
+  // a slot nothing waits for, and a claim per finished first attempt would be a statement wasted.
+  let heldBack = true;
   let nudge = () => {};
   let gathering: NodeJS.Timeout | undefined;
   const slotFreed = () => {
@@ -104,7 +139,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
   /** In-flight attempts per subscription for the claim's cap; an unreachable receiver's counts as full. */
   const claimCaps = (): Map<string, number> => {
     const caps = new Map<string, number>();
-    for (const { subscriptionId } of inFlight.values()) caps.set(subscriptionId, (caps.get(subscriptionId) ?? 0) + 1);
+    for (const [subscriptionId, n] of perSubscriptionInFlight) caps.set(subscriptionId, n);
     for (const subscriptionId of unreachable.keys()) caps.set(subscriptionId, perSubscription);
     return caps;
   };
@@ -124,7 +159,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
     maxRunning: 1,
   });
 
-  async function attempt(row: store.ClaimedDelivery, span: Span): Promise<void> {
+  async function attempt(row: store.ClaimedDelivery, span: Span): Promise<store.AttemptRecord> {
     const startedAt = new Date();
     const result = await client.send({
       url: row.url,
@@ -173,8 +208,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
       },
       "delivery attempt",
     );
-    if (!recording) return;
-    await record({
+    return {
       deliveryId: row.delivery_id,
       owner,
       trigger,
@@ -184,10 +218,18 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
       error: result.error,
       nextAttemptAt: next?.nextAttemptAt ?? null,
       gone: result.statusCode === 410,
-    });
+    };
   }
 
-  function start(row: store.ClaimedDelivery): void {
+  /**
+   * Starts one attempt in a slot of its own; `done` stores it (the claimed deliveries' record
+   * batcher, or the fan-out that made a first attempt). The slot is freed once it is stored.
+   */
+  function start(
+    row: store.ClaimedDelivery,
+    done: (attempt: store.AttemptRecord) => Promise<void>,
+    first = false,
+  ): void {
     const span = startSpan(`webhook ${row.event}`, "client", parseTraceparent(row.traceparent ?? undefined), {
       attributes: {
         "webhook.event": row.event,
@@ -196,21 +238,109 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
       },
     });
     const running = runInTrace(span.trace, () => attempt(row, span))
+      .then((record) => (recording ? done(record) : undefined))
       .catch((err: unknown) => {
         // The lease is still held: the delivery is attempted again when it runs out.
         log.error({ err, deliveryId: row.delivery_id }, "recording a delivery attempt failed");
       })
       .finally(() => {
         inFlight.delete(row.delivery_id);
-        slotFreed();
+        const n = (perSubscriptionInFlight.get(row.subscription_id) ?? 1) - 1;
+        if (n > 0) perSubscriptionInFlight.set(row.subscription_id, n);
+        else perSubscriptionInFlight.delete(row.subscription_id);
+        if (!first || heldBack) slotFreed();
       });
     inFlight.set(row.delivery_id, { subscriptionId: row.subscription_id, running });
+    perSubscriptionInFlight.set(row.subscription_id, (perSubscriptionInFlight.get(row.subscription_id) ?? 0) + 1);
+  }
+
+  /** Whether a new event's delivery to this subscription may be attempted at once, from the fan-out. */
+  function mayAttemptFirst(subscriptionId: string): boolean {
+    return (
+      recording &&
+      inFlight.size < maxInFlight &&
+      (perSubscriptionInFlight.get(subscriptionId) ?? 0) < perSubscription &&
+      !unreachable.has(subscriptionId) &&
+      !slow.has(subscriptionId)
+    );
+  }
+
+  /**
+   * The first attempts of one event's deliveries, made at once by the fan-out before it stores them
+   * (events.ts): the attempts that end within FIRST_ATTEMPT_WAIT_MS are stored with their
+   * deliveries, in the fan-out's own statement, instead of each delivery being inserted, claimed and
+   * recorded. The others go on in their slots: their deliveries are stored leased to this worker,
+   * and each is recorded when it ends, as a claimed one is, once the fan-out committed (`settled`);
+   * if it did not commit, the event comes again and so do its attempts. Subscriptions whose
+   * receiver is unreachable, slow (an attempt outlasted the wait) or at its cap, and every one when
+   * no slot is free, are left out: their deliveries wait for the worker.
+   */
+  async function attemptFirst(
+    targets: readonly store.FanOutTarget[],
+    d: { eventId: string; event: string; body: string; traceparent: string | null },
+  ): Promise<FirstAttempts> {
+    const createdAt = new Date();
+    let settle: (committed: boolean) => void = () => {};
+    const committed = new Promise<boolean>((resolve) => {
+      settle = resolve;
+    });
+    const attempts: store.FirstAttempt[] = [];
+    const ended: Promise<void>[] = [];
+    let waited = false;
+    for (const target of targets) {
+      if (!mayAttemptFirst(target.subscription_id)) continue;
+      const first: store.FirstAttempt = { deliveryId: randomUUID(), subscriptionId: target.subscription_id };
+      attempts.push(first);
+      const row: store.ClaimedDelivery = {
+        delivery_id: first.deliveryId,
+        subscription_id: target.subscription_id,
+        event_id: d.eventId,
+        event: d.event,
+        body: d.body,
+        url: target.url,
+        secret: target.secret,
+        manual: false,
+        automatic_attempts: 0,
+        traceparent: d.traceparent,
+      };
+      ended.push(
+        new Promise<void>((resolve) => {
+          start(
+            row,
+            async (attemptRecord) => {
+              slow.delete(target.subscription_id);
+              if (!waited) {
+                first.record = attemptRecord;
+                resolve();
+              } else if (await committed) {
+                await record(attemptRecord);
+              }
+            },
+            true,
+          );
+        }),
+      );
+    }
+    if (ended.length > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all(ended),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, FIRST_ATTEMPT_WAIT_MS);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+    waited = true;
+    for (const first of attempts) if (!first.record) slow.add(first.subscriptionId);
+    return { attempts, owner, leaseMs, createdAt, settled: settle };
   }
 
   return {
     name: "webhooks-delivery",
     intervalMs: deps.intervalMs ?? 500,
     wake: () => nudge(),
+    attemptFirst,
     started(wake) {
       nudge = wake;
       unwatchQueue = watchWebhookQueue(db);
@@ -220,15 +350,14 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): WorkerSpec & { wake():
     async round() {
       const free = maxInFlight - inFlight.size;
       // Every slot busy: a finishing attempt wakes the loop.
-      if (free <= 0) return false;
-      const claimed = await store.claimDeliveries(db, {
-        owner,
-        leaseMs,
-        perSubscription,
-        limit: free,
-        busy: claimCaps(),
-      });
-      for (const row of claimed) start(row);
+      if (free <= 0) {
+        heldBack = true;
+        return false;
+      }
+      const busy = claimCaps();
+      const claimed = await store.claimDeliveries(db, { owner, leaseMs, perSubscription, limit: free, busy });
+      heldBack = claimed.length === free || [...busy.values()].some((n) => n >= perSubscription);
+      for (const row of claimed) start(row, record);
       if (claimed.length === free) return true;
       // While attempts run, each one that finishes wakes the loop; idle, it sleeps until the next
       // scheduled attempt (or the poll, for other replicas' leases and caps).
