@@ -11,7 +11,7 @@ import { DomainError } from "../lib/errors.js";
 import { newId, parseUuid } from "../lib/ids.js";
 import { keysetAfter, keysetPage } from "../lib/page/keyset.js";
 import { pageSizeOf } from "../lib/page/size.js";
-import { trustedHeaders } from "../lib/rpc/context.js";
+import { traceOf, trustedHeaders } from "../lib/rpc/context.js";
 import { hasControl, trimWhiteSpace } from "../lib/text.js";
 import { hashApiKey, mintApiKey } from "./auth/api-key.js";
 import type { KeyCache } from "./auth/key-cache.js";
@@ -129,7 +129,7 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
   }
 
   return {
-    async createTenant(req) {
+    async createTenant(req, ctx) {
       const retention = retentionFields(req);
       const retentionDays = retention.retentionDays ?? defaultPlan.retentionDays;
       // An unset hot period is the default one, cut to a shorter retention.
@@ -144,15 +144,18 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
         retentionDays,
         hotDays,
       };
-      const tenant = await db.transaction(async (tx) => {
-        const row = await store.insertTenant(tx, newId(), plan);
-        await store.enqueueEvent(tx, tenantUpserted(row));
-        return row;
-      });
+      const tenant = await db.transaction(
+        async (tx) => {
+          const row = await store.insertTenant(tx, newId(), plan);
+          await store.enqueueEvent(tx, tenantUpserted(row));
+          return row;
+        },
+        { trace: traceOf(ctx) },
+      );
       return { tenantId: tenant.tenant_id };
     },
 
-    async updateTenant(req) {
+    async updateTenant(req, ctx) {
       const tenantId = requireId(req.tenantId, "tenant");
       const plan: Partial<PlanInput> = {
         name: parseTenantName(req.name),
@@ -162,12 +165,15 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
         rateLimitBurst: planField(req.rateLimitBurst, "rate limit burst", 1),
         ...retentionFields(req),
       };
-      await db.transaction(async (tx) => {
-        const row = await store.updateTenantPlan(tx, tenantId, plan);
-        if (row === "not-found") throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
-        if (row === "hot-over-retention") throw hotOverRetention();
-        await store.enqueueEvent(tx, tenantUpserted(row));
-      });
+      await db.transaction(
+        async (tx) => {
+          const row = await store.updateTenantPlan(tx, tenantId, plan);
+          if (row === "not-found") throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
+          if (row === "hot-over-retention") throw hotOverRetention();
+          await store.enqueueEvent(tx, tenantUpserted(row));
+        },
+        { trace: traceOf(ctx) },
+      );
       return { tenantId };
     },
 
@@ -303,17 +309,20 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       return { keyId, key };
     },
 
-    async revokeApiKey(req) {
+    async revokeApiKey(req, ctx) {
       const keyId = requireId(req.keyId, "key id");
-      const revoked = await db.transaction(async (tx) => {
-        const row = await store.updateApiKeyRevoked(tx, keyId);
-        if (!row) throw new DomainError("KEY_NOT_FOUND", `no key ${keyId}`);
-        await store.enqueueEvent(
-          tx,
-          buildEvent("identity.key.revoked", { tenantId: row.tenant_id, keyId, keyHash: row.key_hash }),
-        );
-        return row;
-      });
+      const revoked = await db.transaction(
+        async (tx) => {
+          const row = await store.updateApiKeyRevoked(tx, keyId);
+          if (!row) throw new DomainError("KEY_NOT_FOUND", `no key ${keyId}`);
+          await store.enqueueEvent(
+            tx,
+            buildEvent("identity.key.revoked", { tenantId: row.tenant_id, keyId, keyHash: row.key_hash }),
+          );
+          return row;
+        },
+        { trace: traceOf(ctx) },
+      );
       // This replica drops it now; the others on the broadcast, and within the cache TTL at worst.
       deps.keyCache.evict(revoked.key_hash);
       return { keyId };

@@ -1,7 +1,7 @@
 import type { DescService } from "@bufbuild/protobuf";
-import { type Client, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { contextHeaders } from "../lib/rpc/context.js";
-import { currentTraceparent } from "../lib/trace.js";
+import { type Client, ConnectError, type ContextValues, type ServiceImpl } from "@connectrpc/connect";
+import { contextHeaders, traceOf } from "../lib/rpc/context.js";
+import { formatTraceparent } from "../lib/trace.js";
 
 /**
  * Serves a backend service's unary and client-streaming RPCs (RecordingService.UploadArchive) on
@@ -17,7 +17,7 @@ export function forwardService<S extends DescService>(service: S, client: Client
     const call = (client as Record<string, (req: unknown, options: unknown) => Promise<unknown>>)[method.localName];
     impl[method.localName] = (
       req: unknown,
-      ctx: { requestHeader: Headers; signal: AbortSignal; timeoutMs(): number | undefined },
+      ctx: { requestHeader: Headers; signal: AbortSignal; timeoutMs(): number | undefined; values: ContextValues },
     ) => {
       const headers: Record<string, string> = {};
       for (const name of Object.values(contextHeaders)) {
@@ -25,8 +25,8 @@ export function forwardService<S extends DescService>(service: S, client: Client
         if (value !== null) headers[name] = value;
       }
       // The backend's hop is a child of this one.
-      const traceparent = currentTraceparent();
-      if (traceparent) headers[contextHeaders.traceparent] = traceparent;
+      const trace = traceOf(ctx);
+      if (trace) headers[contextHeaders.traceparent] = formatTraceparent(trace);
       return call?.(req, { headers, signal: ctx.signal, timeoutMs: ctx.timeoutMs() }).catch(rethrowBackendError);
     };
   }

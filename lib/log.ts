@@ -1,6 +1,5 @@
 import { createRequire } from "node:module";
 import { type DestinationStream, type Logger, pino } from "pino";
-import { currentTrace } from "./trace.js";
 
 /** Paths never written to a log: credentials and signatures (STYLE.md §9). */
 const redact = [
@@ -21,14 +20,7 @@ function destination(): DestinationStream | undefined {
   return pretty({ colorize: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname", sync: true });
 }
 
-/** What every line made within a traced hop carries: its trace id, and the request id it serves. */
-function traceFields(): object {
-  const trace = currentTrace();
-  if (!trace) return {};
-  return trace.requestId ? { trace_id: trace.traceId, requestId: trace.requestId } : { trace_id: trace.traceId };
-}
-
-const root: Logger = pino({ level: "info", redact, base: undefined, mixin: traceFields }, destination());
+const root: Logger = pino({ level: "info", redact, base: undefined }, destination());
 const children = new Set<Logger>();
 
 /** Sets the level of the root and every module logger; start.ts calls it once from config. */

@@ -1,13 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  currentTrace,
-  exportSpans,
-  formatTraceparent,
-  nextSpan,
-  parseTraceparent,
-  runInTrace,
-  startSpan,
-} from "./trace.js";
+import { exportSpans, formatTraceparent, nextSpan, parseTraceparent, startSpan, traceLogFields } from "./trace.js";
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const SPAN = "00f067aa0ba902b7";
@@ -49,37 +41,11 @@ describe("W3C traceparent", () => {
     });
   });
 
-  it("keeps the current hop across awaits and timers within runInTrace, and none outside", async () => {
+  it("gives a hop's log fields: its trace id, and the request id it serves when it serves one", () => {
     const hop = nextSpan(undefined);
-    expect(currentTrace()).toBeUndefined();
-    await runInTrace(hop, async () => {
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      expect(currentTrace()).toBe(hop);
-    });
-    expect(currentTrace()).toBeUndefined();
-  });
-
-  it("keeps concurrent hops apart, and works again after every hop ended and the storage was turned off", async () => {
-    const [a, b] = [nextSpan(undefined), nextSpan(undefined)];
-    let release = () => {};
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    const first = runInTrace(a, async () => {
-      await gate;
-      return currentTrace();
-    });
-    // b ends while a still runs: a keeps its context.
-    expect(await runInTrace(b, async () => currentTrace())).toBe(b);
-    release();
-    expect(await first).toBe(a);
-    expect(currentTrace()).toBeUndefined();
-    await expect(runInTrace(a, async () => Promise.reject(new Error("boom")))).rejects.toThrow("boom");
-    expect(() =>
-      runInTrace(a, () => {
-        throw new Error("sync");
-      }),
-    ).toThrow("sync");
-    expect(await runInTrace(b, async () => currentTrace())).toBe(b);
-    expect(runInTrace(a, () => currentTrace())).toBe(a);
+    expect(traceLogFields(undefined)).toEqual({});
+    expect(traceLogFields(hop)).toEqual({ trace_id: hop.traceId });
+    expect(traceLogFields(nextSpan(hop, "r1"))).toEqual({ trace_id: hop.traceId, requestId: "r1" });
   });
 
   it("makes a span the next hop, ending as a no-op, when no exporter is set; the exporter's ids when one is", () => {

@@ -1,13 +1,14 @@
-import { AsyncLocalStorage } from "node:async_hooks";
 import { randomFillSync } from "node:crypto";
 
 // W3C Trace Context (https://www.w3.org/TR/trace-context/): one trace id follows a request from the
 // gateway through the RPC it makes, the events the service commits to its outbox, the consumers
 // that apply them and the webhook deliveries they queue. Each hop is a span of its own (a new span
-// id, the trace id kept). In the services the current one lives in an AsyncLocalStorage, so every
-// log line made within a hop carries its trace id (lib/log.ts) and an outbox write picks it up
-// without being told; the gateway's request path carries its hop on the request instead (see
-// runInTrace for why).
+// id, the trace id kept). A hop is passed explicitly, never through an AsyncLocalStorage (on Node 20
+// one in use makes every promise of the process pay for its async hook: a sixth of the markers
+// process's CPU per create): the gateway carries it on the request, an RPC handler gets it from its
+// context (lib/rpc/context.ts traceOf) and hands it to the transactions whose events carry it on
+// (TransactionOptions), a consumer hands each event's hop to its handler's transaction and to its
+// prepare, and log lines made for a hop add traceLogFields.
 
 /** One hop of a trace, and the request id of the request it serves, when it serves one. */
 export type TraceContext = {
@@ -20,7 +21,6 @@ export type TraceContext = {
 /** The header on RPCs, in outbox rows and on bus messages. */
 export const TRACEPARENT = "traceparent";
 
-const storage = new AsyncLocalStorage<TraceContext>();
 const ZERO_TRACE = "0".repeat(32);
 const ZERO_SPAN = "0".repeat(16);
 const TRACEPARENT_PATTERN = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
@@ -78,46 +78,10 @@ function randomHex(bytes: number, zero: string): string {
   }
 }
 
-/** Hops running now; the storage is turned off when none is, see runInTrace. */
-let running = 0;
-
-/**
- * Runs `fn` as this hop: what it logs and enqueues, however deep, carries the trace (until `fn`,
- * or the promise it returns, settles).
- *
- * On Node 20 an AsyncLocalStorage in use makes every promise the process creates cost ~0.13 µs
- * more (its async hook runs for each). So the storage is on only while some hop runs and turned
- * off again when the last one ends: a process whose requests take no hop (the gateway's public
- * path passes its trace explicitly) pays nothing, however many hops an occasional admin call took.
- */
-export function runInTrace<T>(trace: TraceContext, fn: () => T): T {
-  running++;
-  let result: T;
-  try {
-    result = storage.run(trace, fn);
-  } catch (err) {
-    leave();
-    throw err;
-  }
-  if (result instanceof Promise) return result.finally(leave) as T;
-  leave();
-  return result;
-}
-
-function leave(): void {
-  running--;
-  if (running === 0) storage.disable();
-}
-
-/** The hop running now, if any. */
-export function currentTrace(): TraceContext | undefined {
-  return storage.getStore();
-}
-
-/** The traceparent of the hop running now, for what it hands on (an RPC, an outbox row). */
-export function currentTraceparent(): string | undefined {
-  const trace = storage.getStore();
-  return trace ? formatTraceparent(trace) : undefined;
+/** What a log line made for a hop carries: its trace id, and the request id it serves. */
+export function traceLogFields(trace: TraceContext | undefined): { trace_id?: string; requestId?: string } {
+  if (!trace) return {};
+  return trace.requestId ? { trace_id: trace.traceId, requestId: trace.requestId } : { trace_id: trace.traceId };
 }
 
 // Spans. A hop is also a span when OpenTelemetry export is on (OTEL_EXPORTER_OTLP_ENDPOINT,

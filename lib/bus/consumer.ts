@@ -1,9 +1,10 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { createBatcher } from "../db/batch.js";
+import { withTrace } from "../db/transaction-trace.js";
 import type { Db, Tx } from "../db/types.js";
 import { logger } from "../log.js";
 import { watchConsumer } from "../metrics.js";
-import { currentTrace, nextSpan, parseTraceparent, runInTrace, startSpan, type TraceContext } from "../trace.js";
+import { nextSpan, parseTraceparent, startSpan, type TraceContext, traceLogFields } from "../trace.js";
 import type { Bus, BusMessage } from "./bus.js";
 import { decodeEvent, type EventOf, type EventSubject } from "./events.js";
 import { recordInbox } from "./inbox.js";
@@ -41,7 +42,7 @@ export type Consumer = {
    * handler. It runs each time the bus delivers the event, also when the inbox then finds it applied
    * already (the handler does not run, and `settled` says so); never for an event too old to apply.
    */
-  prepare?: (subject: EventSubject, event: EventOf<EventSubject>) => Promise<Prepared | undefined>;
+  prepare?: (subject: EventSubject, event: EventOf<EventSubject>, hop: TraceContext) => Promise<Prepared | undefined>;
 };
 
 export type ConsumerDeps = {
@@ -84,13 +85,13 @@ export async function startConsumer(deps: ConsumerDeps, consumer: Consumer): Pro
     consumer.durable,
     subjects,
     async (msg) => {
-      // The hop of the event's trace; a grouped apply enters each event's own around its handler.
+      // The event's hop of its trace, handed to its prepare and to its handler's transaction.
       const span = startSpan(`${consumer.durable} ${msg.subject}`, "consumer", parseTraceparent(msg.traceparent), {
         attributes: { "messaging.consumer.group.name": consumer.durable, "messaging.destination.name": msg.subject },
       });
       hops.set(msg, span.trace);
       try {
-        await runInTrace(span.trace, () => apply(msg));
+        await apply(msg);
         span.end();
       } catch (err) {
         span.end(undefined, String(err));
@@ -138,19 +139,29 @@ async function applyInTransaction(tx: Tx, deps: ConsumerDeps, consumer: Consumer
       "event older than the inbox window; not applied, as it may have been applied before",
     );
   } else if (await recordInbox(tx, deps.db.schema, consumer.durable, event.eventId)) {
-    // Inside the event's own hop, so what the handler logs and enqueues carries the trace of the
-    // request that caused the event. Entered here only when the transaction runs under another
-    // hop (a group's) or none (a direct applyEvent); one message alone is in its hop already.
-    const hop = hops.get(msg) ?? nextSpan(parseTraceparent(msg.traceparent));
-    const run = async () => {
-      await handle(tx, event, preparedFor.get(msg));
-      log.debug({ durable: consumer.durable, subject, eventId: event.eventId }, "applied event");
-    };
-    await (currentTrace() === hop ? run() : runInTrace(hop, run));
+    // The handler's transaction works for the event's own hop (also in a group's transaction), so
+    // what it enqueues carries the trace of the request that caused the event.
+    const hop = hopOf(msg);
+    await handle(withTrace(tx, hop), event, preparedFor.get(msg));
+    if (log.isLevelEnabled("debug"))
+      log.debug(
+        { durable: consumer.durable, subject, eventId: event.eventId, ...traceLogFields(hop) },
+        "applied event",
+      );
     applied = true;
   }
   await msg.settle?.(tx);
   return applied;
+}
+
+/** The message's hop: the consumer's span of it, or (a direct applyEvent) a child of the trace it carries. */
+function hopOf(msg: BusMessage): TraceContext {
+  let hop = hops.get(msg);
+  if (!hop) {
+    hop = nextSpan(parseTraceparent(msg.traceparent));
+    hops.set(msg, hop);
+  }
+  return hop;
 }
 
 /** An event older than the inbox window: see applyEvent. */
@@ -171,7 +182,7 @@ async function prepareEvent(
   const event = decodeEvent(subject, msg.data);
   decoded.set(msg, event);
   if (tooOld(deps, event)) return undefined;
-  const prepared = await prepare(subject, event);
+  const prepared = await prepare(subject, event, hopOf(msg));
   if (prepared) preparedFor.set(msg, prepared);
   return prepared;
 }

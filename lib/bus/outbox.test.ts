@@ -5,6 +5,7 @@ import { createTestDb, type TestDb } from "../db/_testing.js";
 import { migrate } from "../db/migrate.js";
 import type { Db } from "../db/types.js";
 import { metricsText, watchOutbox } from "../metrics.js";
+import { formatTraceparent, nextSpan } from "../trace.js";
 import { createTestBus, recorder, waitFor } from "./_testing.js";
 import type { Bus } from "./bus.js";
 import { enqueue, outboxMigrations, startOutboxRelay } from "./outbox.js";
@@ -102,6 +103,25 @@ describe("outbox", () => {
     expect(got.ids()).toEqual([marker]);
     const { rowCount } = await db.query(`SELECT 1 FROM ${db.schema}.outbox WHERE event_id = $1`, [rolledBack]);
     expect(rowCount).toBe(0);
+  });
+
+  it("hands on the trace of the transaction that enqueued an event, and none for one without", async () => {
+    const db = await openDb();
+    await using b = await createTestBus(testDb.dbFor);
+    const got = recorder();
+    onTestFinished(await b.bus.broadcast([subject], got.handler));
+    await using _relay = startOutboxRelay({ db: db, bus: b.bus, pollMs: 50 });
+
+    const hop = nextSpan(undefined);
+    const [traced, untraced] = [randomUUID(), randomUUID()];
+    await db.transaction((tx) => enqueue(tx, db.schema, { subject, eventId: traced, payload: new Uint8Array([1]) }), {
+      trace: hop,
+    });
+    await db.transaction((tx) => enqueue(tx, db.schema, { subject, eventId: untraced, payload: new Uint8Array([2]) }));
+    await waitFor("both events", () => got.received.length >= 2);
+    const traceparentOf = (eventId: string) => got.received.find((msg) => msg.eventId === eventId)?.traceparent;
+    expect(traceparentOf(traced)).toBe(formatTraceparent(hop));
+    expect(traceparentOf(untraced)).toBeUndefined();
   });
 
   it("publishes every committed event exactly once, in commit order, and marks it published", async () => {

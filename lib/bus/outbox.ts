@@ -2,7 +2,7 @@ import type { Migration } from "../db/migrate.js";
 import type { Db, Tx } from "../db/types.js";
 import { assertSchemaName } from "../db/types.js";
 import { logger } from "../log.js";
-import { currentTraceparent, parseTraceparent } from "../trace.js";
+import { formatTraceparent, parseTraceparent } from "../trace.js";
 import { startWorker, type Worker } from "../worker/worker.js";
 import type { Bus } from "./bus.js";
 
@@ -50,6 +50,11 @@ function traceIdOf(traceparent: string | null): string | undefined {
   return traceparent ? parseTraceparent(traceparent)?.traceId : undefined;
 }
 
+/** The traceparent an event enqueued in `tx` hands on: the hop the transaction works for. */
+function traceparentFor(tx: Tx): string | null {
+  return tx.trace ? formatTraceparent(tx.trace) : null;
+}
+
 /** An event to publish once the transaction that enqueues it commits. */
 export type OutboxEvent = { subject: string; eventId: string; payload: Uint8Array };
 
@@ -63,7 +68,7 @@ export async function enqueue(tx: Tx, schema: string, event: OutboxEvent): Promi
     event.eventId,
     event.subject,
     event.payload,
-    currentTraceparent() ?? null,
+    traceparentFor(tx),
   ]);
   await tx.query(`NOTIFY ${outboxChannel(s)}`);
 }

@@ -2,7 +2,7 @@ import pg from "pg";
 import { logger } from "../log.js";
 import { createStatementNames, isStalePreparedStatement } from "./statements.js";
 import { createTimestamptzParser } from "./timestamp.js";
-import type { Db, QueryResult, Tx } from "./types.js";
+import type { Db, QueryResult, TransactionOptions, Tx } from "./types.js";
 import { assertSchemaName } from "./types.js";
 
 const log = logger("lib:db");
@@ -78,7 +78,7 @@ export function createPgDb(options: PgOptions): Db {
   return {
     schema,
     query,
-    async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    async transaction<T>(fn: (tx: Tx) => Promise<T>, options?: TransactionOptions): Promise<T> {
       const client = await pool.connect();
       const afterCommit: (() => void)[] = [];
       let broken = false;
@@ -90,6 +90,7 @@ export function createPgDb(options: PgOptions): Db {
           async exec(sql) {
             await client.query(sql);
           },
+          trace: options?.trace,
         };
         const result = await fn(tx);
         await client.query("COMMIT");

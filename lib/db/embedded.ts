@@ -4,7 +4,7 @@ import { PGlite, type Transaction } from "@electric-sql/pglite";
 import { logger } from "../log.js";
 import { runHook } from "./db.js";
 import { CLUSTER_MARKER, clearCluster, seedFromTemplate } from "./embedded-template.js";
-import type { Db, QueryResult, Tx } from "./types.js";
+import type { Db, QueryResult, TransactionOptions, Tx } from "./types.js";
 import { assertSchemaName } from "./types.js";
 
 const log = logger("lib:db:embedded");
@@ -191,7 +191,7 @@ export function createEmbeddedDb(embedded: EmbeddedPostgres, schema: string): Db
     async query<R>(text: string, params?: readonly unknown[]) {
       return toResult<R>(await pglite.query(text, params as unknown[] | undefined));
     },
-    async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    async transaction<T>(fn: (tx: Tx) => Promise<T>, options?: TransactionOptions): Promise<T> {
       const afterCommit: (() => void)[] = [];
       const result = await pglite.transaction(async (inner: Transaction) => {
         const tx: Tx = {
@@ -202,6 +202,7 @@ export function createEmbeddedDb(embedded: EmbeddedPostgres, schema: string): Db
           async exec(sql) {
             await inner.exec(sql);
           },
+          trace: options?.trace,
         };
         return fn(tx);
       });

@@ -25,6 +25,8 @@ export const kRequestId = createContextKey<string | undefined>(undefined, { desc
 export const kTraceParent = createContextKey<TraceContext | undefined>(undefined, {
   description: "caller's trace hop",
 });
+/** This server's own hop of the call, a child of the caller's (set by traceInterceptor). */
+export const kTrace = createContextKey<TraceContext | undefined>(undefined, { description: "this call's trace hop" });
 
 type HeaderSource = { headers: Record<string, string | string[] | undefined> };
 
@@ -66,6 +68,14 @@ export function requireTenant(ctx: HandlerContext): string {
   const tenant = ctx.values.get(kTenant);
   if (!tenant) throw new DomainError("UNAUTHENTICATED", "this call needs a tenant context");
   return tenant;
+}
+
+/**
+ * The call's hop: what its handler hands on, to the transactions that enqueue events
+ * (`db.transaction(fn, { trace: traceOf(ctx) })`) and in its log lines (traceLogFields).
+ */
+export function traceOf(ctx: { values: ContextValues }): TraceContext | undefined {
+  return ctx.values.get(kTrace);
 }
 
 /** The acting member, when the caller's key is bound to one. */

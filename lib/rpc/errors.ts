@@ -2,7 +2,8 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { ErrorDetailSchema } from "../../gen/replay/common/v1/common_pb.js";
 import { DomainError, type ErrorCode, errorCodes, type FieldViolation, isErrorCode } from "../errors.js";
 import { logger } from "../log.js";
-import { kRequestId, kTenant } from "./context.js";
+import { traceLogFields } from "../trace.js";
+import { kRequestId, kTenant, kTrace } from "./context.js";
 
 const log = logger("lib:rpc:errors");
 
@@ -34,6 +35,7 @@ export const errorInterceptor: Interceptor = (next) => async (req) => {
         procedure: req.method.name,
         requestId: req.contextValues.get(kRequestId),
         tenantId: req.contextValues.get(kTenant),
+        ...traceLogFields(req.contextValues.get(kTrace)),
       },
       "rpc handler failed",
     );

@@ -1,6 +1,8 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { logger } from "../log.js";
 import { metricsText, rpcCalls } from "../metrics.js";
+import { traceLogFields } from "../trace.js";
+import { kTrace } from "./context.js";
 import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 
 const log = logger("lib:rpc:server");
@@ -33,7 +35,11 @@ export const metricsInterceptor: Interceptor = (next) => async (req) => {
   } finally {
     const seconds = (performance.now() - started) / 1000;
     rpcCalls.observe(labels, seconds);
-    if (log.isLevelEnabled("debug")) log.debug({ ...labels, durationMs: Math.round(seconds * 10_000) / 10 }, "rpc");
+    if (log.isLevelEnabled("debug"))
+      log.debug(
+        { ...labels, durationMs: Math.round(seconds * 10_000) / 10, ...traceLogFields(req.contextValues.get(kTrace)) },
+        "rpc",
+      );
   }
 };
 

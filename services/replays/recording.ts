@@ -1,5 +1,5 @@
 import { type Timestamp, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { AssetSnapshot, CollectionSnapshot } from "../../gen/replay/events/v1/replays_pb.js";
 import { AssetState, type RecordingService } from "../../gen/replay/replays/v1/recording_pb.js";
 import { Quality } from "../../gen/replay/replays/v1/replays_pb.js";
@@ -10,6 +10,8 @@ import type { Db, Tx } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { newId, parseUuid } from "../../lib/ids.js";
 import { logger } from "../../lib/log.js";
+import { traceOf } from "../../lib/rpc/context.js";
+import { traceLogFields } from "../../lib/trace.js";
 import { archiveChunks, archiveKeyOf, readArchiveHeader, UPLOAD_ABANDON_MS, UPLOAD_MAX_MS } from "./archive.js";
 import type { ReplayRow } from "./recording-store.js";
 import * as store from "./recording-store.js";
@@ -91,23 +93,28 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
 
   /** Locks the replay, applies `action` when allowed, and enqueues the events of the new row. */
   async function transition(
+    ctx: HandlerContext,
     rawId: string,
     action: (row: ReplayRow) => Action,
     apply: (tx: Tx, row: ReplayRow, change: ReturnType<typeof nextState>) => Promise<ReplayRow>,
   ): Promise<{ replayId: string }> {
     const replayId = parseReplayId(rawId);
-    await db.transaction(async (tx) => {
-      const row = await store.findReplayForUpdate(tx, replayId);
-      if (!row) throw new DomainError("REPLAY_NOT_FOUND", `no replay ${replayId}`);
-      const change = nextState(row, action(row));
-      await apply(tx, row, change);
-    });
+    await db.transaction(
+      async (tx) => {
+        const row = await store.findReplayForUpdate(tx, replayId);
+        if (!row) throw new DomainError("REPLAY_NOT_FOUND", `no replay ${replayId}`);
+        const change = nextState(row, action(row));
+        await apply(tx, row, change);
+      },
+      { trace: traceOf(ctx) },
+    );
     return { replayId };
   }
 
   /** Release and revoke: a visibility change and the collection's event. */
-  function collectionTransition(rawId: string, state: "released" | "revoked") {
+  function collectionTransition(ctx: HandlerContext, rawId: string, state: "released" | "revoked") {
     return transition(
+      ctx,
       rawId,
       () => ({ kind: state === "released" ? "release" : "revoke" }),
       async (tx, row, change) => {
@@ -126,50 +133,53 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
   }
 
   return {
-    async startRecording(req) {
+    async startRecording(req, ctx) {
       const serverId = parseUuid(req.serverId, "INVALID_SERVER_ID", "server_id");
       const now = deps.now();
       const startedAt = dateOf(req.startedAt, now);
       const quality = req.quality === Quality.HD ? "hd" : "standard";
       const replayId = newId();
       try {
-        await db.transaction(async (tx) => {
-          const server = await store.findServerById(tx, serverId);
-          if (!server) throw new DomainError("SERVER_NOT_FOUND", `no server ${serverId}`);
-          if (server.state === "pending") {
-            throw new DomainError("SERVER_NOT_CONNECTED", `server ${serverId} has not connected yet`);
-          }
-          if (server.state === "deauthorised") {
-            throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} is deauthorised`);
-          }
-          if (await store.findRecordingByServer(tx, serverId)) throw recordingInProgress(serverId);
-          // A tenant whose plan has not reached this projection yet (plan version 0 or no row) has no
-          // known quota: its recordings are not refused until the plan arrives (README).
-          const storage = await store.findTenantStorage(tx, server.tenant_id);
-          if (storage && storage.plan_version > 0n && storage.storage_used_bytes >= storage.storage_quota_bytes) {
-            throw new DomainError("STORAGE_QUOTA_EXCEEDED", "the tenant's storage quota is used up");
-          }
-          const row = await store.insertReplay(tx, {
-            replayId,
-            tenantId: server.tenant_id,
-            serverId,
-            integration: req.integration,
-            quality,
-            startedAt,
-            // The plan's periods as they are now: a later plan change leaves this replay as it is.
-            retentionUntil: daysAfter(startedAt, storage?.retention_days ?? DEFAULT_RETENTION_DAYS),
-            hotUntil: daysAfter(startedAt, storage?.hot_days ?? DEFAULT_HOT_DAYS),
-          });
-          await store.enqueueEvent(
-            tx,
-            buildEvent("replays.recording.started", {
-              tenantId: row.tenant_id,
+        await db.transaction(
+          async (tx) => {
+            const server = await store.findServerById(tx, serverId);
+            if (!server) throw new DomainError("SERVER_NOT_FOUND", `no server ${serverId}`);
+            if (server.state === "pending") {
+              throw new DomainError("SERVER_NOT_CONNECTED", `server ${serverId} has not connected yet`);
+            }
+            if (server.state === "deauthorised") {
+              throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} is deauthorised`);
+            }
+            if (await store.findRecordingByServer(tx, serverId)) throw recordingInProgress(serverId);
+            // A tenant whose plan has not reached this projection yet (plan version 0 or no row) has no
+            // known quota: its recordings are not refused until the plan arrives (README).
+            const storage = await store.findTenantStorage(tx, server.tenant_id);
+            if (storage && storage.plan_version > 0n && storage.storage_used_bytes >= storage.storage_quota_bytes) {
+              throw new DomainError("STORAGE_QUOTA_EXCEEDED", "the tenant's storage quota is used up");
+            }
+            const row = await store.insertReplay(tx, {
               replayId,
+              tenantId: server.tenant_id,
               serverId,
-              startedAt: tsOf(row.started_at),
-            }),
-          );
-        });
+              integration: req.integration,
+              quality,
+              startedAt,
+              // The plan's periods as they are now: a later plan change leaves this replay as it is.
+              retentionUntil: daysAfter(startedAt, storage?.retention_days ?? DEFAULT_RETENTION_DAYS),
+              hotUntil: daysAfter(startedAt, storage?.hot_days ?? DEFAULT_HOT_DAYS),
+            });
+            await store.enqueueEvent(
+              tx,
+              buildEvent("replays.recording.started", {
+                tenantId: row.tenant_id,
+                replayId,
+                serverId,
+                startedAt: tsOf(row.started_at),
+              }),
+            );
+          },
+          { trace: traceOf(ctx) },
+        );
       } catch (err) {
         // Two starts racing on one server: the partial unique index lets one in.
         if (isUniqueViolation(err, store.oneRecordingPerServer)) throw recordingInProgress(serverId);
@@ -178,20 +188,21 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       return { replayId };
     },
 
-    async finishRecording(req) {
+    async finishRecording(req, ctx) {
       const now = deps.now();
       const endedAt = dateOf(req.endedAt, now);
       const sizeBytes = req.sizeBytes ?? 0n;
       const formatVersion = req.formatVersion ?? 1;
       if (sizeBytes < 0n) throw new DomainError("INVALID_ARGUMENT", "size_bytes must not be negative");
       return transition(
+        ctx,
         req.replayId,
         (row) => ({ kind: "finish", startedAt: row.started_at, endedAt }),
         (tx, row) => finishLockedReplay(tx, row, { endedAt, sizeBytes, formatVersion, archiveKey: null }),
       );
     },
 
-    async uploadArchive(requests) {
+    async uploadArchive(requests, ctx) {
       const deadlineAt = Date.now() + UPLOAD_MAX_MS;
       const messages = requests[Symbol.asyncIterator]();
       const header = await readArchiveHeader(messages, deadlineAt);
@@ -202,7 +213,7 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       const finish = (row: ReplayRow): Action => ({ kind: "finish", startedAt: row.started_at, endedAt });
       // Checked before any byte is read, and the upload recorded before any is stored.
       let archiveKey = "";
-      await transition(replayId, finish, async (tx, row) => {
+      await transition(ctx, replayId, finish, async (tx, row) => {
         archiveKey = archiveKeyOf(row.tenant_id, replayId, newId());
         await store.insertArchiveUpload(tx, { archiveKey, replayId, abandonAfterMs: UPLOAD_ABANDON_MS });
         return row;
@@ -210,7 +221,7 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       let sizeBytes = 0n;
       try {
         sizeBytes = BigInt((await deps.blobs.put(archiveKey, archiveChunks(header, messages, deadlineAt))).sizeBytes);
-        await transition(replayId, finish, async (tx, row) => {
+        await transition(ctx, replayId, finish, async (tx, row) => {
           if (!(await store.deleteArchiveUpload(tx, archiveKey))) {
             throw new Error(`the upload of ${archiveKey} outlived UPLOAD_ABANDON_MS`);
           }
@@ -221,16 +232,20 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
         // fail too (or the process crash here), the blob deletions worker queues it once the
         // upload counts as abandoned; the caller learns the upload's own failure either way.
         await store.updateArchiveUploadsAbandoned(db, archiveKey).catch((cleanupErr: unknown) => {
-          log.warn({ err: cleanupErr, archiveKey }, "queueing a failed upload's archive for removal failed");
+          log.warn(
+            { err: cleanupErr, archiveKey, ...traceLogFields(traceOf(ctx)) },
+            "queueing a failed upload's archive for removal failed",
+          );
         });
         throw err;
       }
       return { replayId, sizeBytes };
     },
 
-    async setAssetState(req) {
+    async setAssetState(req, ctx) {
       const known = assetSteps[req.state];
       return transition(
+        ctx,
         req.replayId,
         () => {
           if (known === undefined) throw new DomainError("INVALID_TRANSITION", "the asset state is unspecified");
@@ -253,16 +268,17 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       );
     },
 
-    async releaseCollection(req) {
-      return collectionTransition(req.replayId, "released");
+    async releaseCollection(req, ctx) {
+      return collectionTransition(ctx, req.replayId, "released");
     },
 
-    async revokeCollection(req) {
-      return collectionTransition(req.replayId, "revoked");
+    async revokeCollection(req, ctx) {
+      return collectionTransition(ctx, req.replayId, "revoked");
     },
 
-    async expireReplay(req) {
+    async expireReplay(req, ctx) {
       return transition(
+        ctx,
         req.replayId,
         () => ({ kind: "expire" }),
         (tx, row) => expireLockedReplay(tx, row),

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { createContextValues } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type TestDb, testDbModes } from "../../lib/db/_testing.js";
 import { createRecordingService } from "./recording.js";
@@ -156,8 +157,10 @@ describe.each(testDbModes())("retention worker ($name database)", ({ open }) => 
         await upsertServerState(tx, { serverId, tenantId, state: "connected" });
       });
       const start = { serverId, integration: "rust", startedAt: timestampFromDate(started) };
-      const replayId = String((await recording.startRecording(start as never, {} as never)).replayId);
-      await recording.finishRecording({ replayId, sizeBytes: 10n } as never, {} as never);
+      // A handler context with no values: an RPC that brought no trusted context.
+      const ctx = { values: createContextValues() } as never;
+      const replayId = String((await recording.startRecording(start as never, ctx)).replayId);
+      await recording.finishRecording({ replayId, sizeBytes: 10n } as never, ctx);
       replayIds.push(replayId);
     }
     const [twoDaysHot, oneDayKept] = replayIds as [string, string];

@@ -15,7 +15,7 @@ import { DomainError } from "../../lib/errors.js";
 import { isUuid, parseUuid, parseUuidV4 } from "../../lib/ids.js";
 import { pageSizeOf } from "../../lib/page/size.js";
 import { isPositionTimestamp, type PageTokens } from "../../lib/page/token.js";
-import { requireTenant } from "../../lib/rpc/context.js";
+import { requireTenant, traceOf } from "../../lib/rpc/context.js";
 import * as store from "./store.js";
 
 export type ReplaysDeps = { db: Db; pageTokens: PageTokens };
@@ -117,38 +117,41 @@ export function createReplaysService(deps: ReplaysDeps): Partial<ServiceImpl<typ
     async deleteReplay(req, ctx) {
       const tenantId = requireTenant(ctx);
       const replayId = parseUuidV4(req.replayId, "INVALID_REPLAY_ID", "id");
-      await db.transaction(async (tx) => {
-        // The lock orders a delete after any transition of the same replay in flight, and makes a
-        // concurrent second delete find nothing (REPLAY_NOT_FOUND), so the events go out once.
-        const row = await store.findReplayById(tx, tenantId, replayId, true);
-        if (!row) throw notFound();
-        await store.deleteReplay(tx, replayId);
-        const freed = heldBytes(row);
-        if (freed > 0n) await store.updateTenantStorageFreed(tx, tenantId, freed);
-        if (row.archive_key !== null) await store.insertBlobDeletion(tx, row.archive_key);
-        await store.enqueueEvent(
-          tx,
-          buildEvent("replays.replay.deleted", { tenantId, replayId, serverId: row.server_id, sizeBytes: freed }),
-        );
-        await store.enqueueEvent(
-          tx,
-          buildEvent("replays.asset.deleted", {
-            tenantId,
-            asset: {
-              id: replayId,
-              replayId,
-              serverId: row.server_id,
-              state: "deleted",
-              status: row.status,
-              visibility: row.visibility,
-              storageTier: row.storage_tier,
-              sizeBytes: optionalBigInt(row.size_bytes),
-              formatVersion: row.format_version ?? undefined,
-              retentionUntil: timestampFromDate(row.retention_until),
-            },
-          }),
-        );
-      });
+      await db.transaction(
+        async (tx) => {
+          // The lock orders a delete after any transition of the same replay in flight, and makes a
+          // concurrent second delete find nothing (REPLAY_NOT_FOUND), so the events go out once.
+          const row = await store.findReplayById(tx, tenantId, replayId, true);
+          if (!row) throw notFound();
+          await store.deleteReplay(tx, replayId);
+          const freed = heldBytes(row);
+          if (freed > 0n) await store.updateTenantStorageFreed(tx, tenantId, freed);
+          if (row.archive_key !== null) await store.insertBlobDeletion(tx, row.archive_key);
+          await store.enqueueEvent(
+            tx,
+            buildEvent("replays.replay.deleted", { tenantId, replayId, serverId: row.server_id, sizeBytes: freed }),
+          );
+          await store.enqueueEvent(
+            tx,
+            buildEvent("replays.asset.deleted", {
+              tenantId,
+              asset: {
+                id: replayId,
+                replayId,
+                serverId: row.server_id,
+                state: "deleted",
+                status: row.status,
+                visibility: row.visibility,
+                storageTier: row.storage_tier,
+                sizeBytes: optionalBigInt(row.size_bytes),
+                formatVersion: row.format_version ?? undefined,
+                retentionUntil: timestampFromDate(row.retention_until),
+              },
+            }),
+          );
+        },
+        { trace: traceOf(ctx) },
+      );
       return {};
     },
 

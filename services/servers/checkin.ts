@@ -1,5 +1,10 @@
-/** One recorder check-in, parsed: the server, when it was seen, its plugin version ("" when not sent). */
-export type CheckIn = { serverId: string; at: Date; pluginVersion: string };
+import type { TraceContext } from "../../lib/trace.js";
+
+/**
+ * One recorder check-in, parsed: the server, when it was seen, its plugin version ("" when not
+ * sent), and the trace hop of its call (for the event a first check-in enqueues).
+ */
+export type CheckIn = { serverId: string; at: Date; pluginVersion: string; trace?: TraceContext | undefined };
 
 /**
  * The check-ins of one batch as one write per server, leaving each row as applying them one after

@@ -18,7 +18,8 @@ import { DomainError } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
 import { keysetAfter, keysetPage } from "../../lib/page/keyset.js";
 import { pageSizeOf } from "../../lib/page/size.js";
-import { actorOf, requireTenant } from "../../lib/rpc/context.js";
+import { actorOf, requireTenant, traceOf } from "../../lib/rpc/context.js";
+import type { TraceContext } from "../../lib/trace.js";
 import { canSeeSource, requireAccess, requireManager } from "./access.js";
 import { type CheckIn, foldCheckIns } from "./checkin.js";
 import { parseName } from "./name.js";
@@ -73,13 +74,16 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
   const { db } = deps;
   const planWaitMs = deps.planWaitMs ?? 3000;
 
-  /** What a write to one record needs before its transaction: its tenant, its parsed id, the member. */
-  type Target = { tenantId: string; serverId: string; actor: Actor };
+  /**
+   * What a write to one record needs before its transaction: its tenant, its parsed id, the member,
+   * and the call's trace hop (for the events it enqueues).
+   */
+  type Target = { tenantId: string; serverId: string; actor: Actor; trace: TraceContext | undefined };
 
   function target(ctx: HandlerContext, rawId: string): Target {
     const tenantId = requireTenant(ctx);
     const serverId = parseServerId(rawId);
-    return { tenantId, serverId, actor: requireManager(actorOf(ctx)) };
+    return { tenantId, serverId, actor: requireManager(actorOf(ctx)), trace: traceOf(ctx) };
   }
 
   /**
@@ -100,14 +104,17 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
 
   /** Purge (a server) and cancel (a pending setup) both delete the record, freeing its slot at once. */
   async function removeServer(to: Target, kind: "server" | "pending"): Promise<void> {
-    await db.transaction(async (tx) => {
-      await lockManageable(tx, to, kind);
-      await store.deleteServer(tx, to.serverId);
-      await store.enqueueEvent(
-        tx,
-        buildEvent("servers.server.purged", { tenantId: to.tenantId, serverId: to.serverId }),
-      );
-    });
+    await db.transaction(
+      async (tx) => {
+        await lockManageable(tx, to, kind);
+        await store.deleteServer(tx, to.serverId);
+        await store.enqueueEvent(
+          tx,
+          buildEvent("servers.server.purged", { tenantId: to.tenantId, serverId: to.serverId }),
+        );
+      },
+      { trace: to.trace },
+    );
   }
 
   // A tenant created a moment ago may not have reached the plan projection yet; its limit is
@@ -154,29 +161,32 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
       }
       requireAccess(actor, { categoryId });
       await waitForPlan(tenantId);
-      const row = await db.transaction(async (tx) => {
-        const plan = await store.findTenantPlan(tx, tenantId, true);
-        const used = await store.countSlotsByTenant(tx, tenantId);
-        if (!plan || used >= plan.server_limit) {
-          throw new DomainError(
-            "SERVER_LIMIT_REACHED",
-            `the plan's server limit of ${plan?.server_limit ?? 0} is reached`,
+      const row = await db.transaction(
+        async (tx) => {
+          const plan = await store.findTenantPlan(tx, tenantId, true);
+          const used = await store.countSlotsByTenant(tx, tenantId);
+          if (!plan || used >= plan.server_limit) {
+            throw new DomainError(
+              "SERVER_LIMIT_REACHED",
+              `the plan's server limit of ${plan?.server_limit ?? 0} is reached`,
+            );
+          }
+          const serverId = newId();
+          const inserted = await store.insertServer(tx, {
+            serverId,
+            tenantId,
+            name: input.name,
+            categoryId,
+            sourceServerId: input.sourceServerId,
+          });
+          await store.enqueueEvent(
+            tx,
+            buildEvent("servers.server.created", { tenantId, serverId, categoryId: categoryId ?? "" }),
           );
-        }
-        const serverId = newId();
-        const inserted = await store.insertServer(tx, {
-          serverId,
-          tenantId,
-          name: input.name,
-          categoryId,
-          sourceServerId: input.sourceServerId,
-        });
-        await store.enqueueEvent(
-          tx,
-          buildEvent("servers.server.created", { tenantId, serverId, categoryId: categoryId ?? "" }),
-        );
-        return inserted;
-      });
+          return inserted;
+        },
+        { trace: traceOf(ctx) },
+      );
       return { setup: toPendingMessage(row, canSeeSource(actor)) };
     },
 
@@ -185,7 +195,7 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
       const serverId = parseServerId(req.serverId);
       // decisions.md §4: a malformed name (400) answers before the member checks (403).
       const name = parseName(req.name, req.malformedFields.includes("name"));
-      const to: Target = { tenantId, serverId, actor: requireManager(actorOf(ctx)) };
+      const to: Target = { tenantId, serverId, actor: requireManager(actorOf(ctx)), trace: traceOf(ctx) };
       const row = await db.transaction(async (tx) => {
         await lockManageable(tx, to, "server");
         await store.updateServerName(tx, serverId, name);
@@ -196,16 +206,19 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
 
     async deauthoriseServer(req, ctx) {
       const to = target(ctx, req.serverId);
-      await db.transaction(async (tx) => {
-        const row = await lockManageable(tx, to, "server");
-        // decisions.md §4: deauthorising a deauthorised server is 204 and changes nothing.
-        if (row.state !== "connected") return;
-        await store.updateServerDeauthorised(tx, row.server_id);
-        await store.enqueueEvent(
-          tx,
-          buildEvent("servers.server.deauthorised", { tenantId: to.tenantId, serverId: to.serverId }),
-        );
-      });
+      await db.transaction(
+        async (tx) => {
+          const row = await lockManageable(tx, to, "server");
+          // decisions.md §4: deauthorising a deauthorised server is 204 and changes nothing.
+          if (row.state !== "connected") return;
+          await store.updateServerDeauthorised(tx, row.server_id);
+          await store.enqueueEvent(
+            tx,
+            buildEvent("servers.server.deauthorised", { tenantId: to.tenantId, serverId: to.serverId }),
+          );
+        },
+        { trace: to.trace },
+      );
       return {};
     },
 
@@ -272,11 +285,11 @@ export function createRecorderService(deps: ServersDeps): ServiceImpl<typeof Rec
     isolate: isDataException,
   });
   return {
-    async checkIn(req) {
+    async checkIn(req, ctx) {
       const serverId = parseServerId(req.serverId);
       const now = deps.now();
       const at = checkInTime(req.at, now);
-      const outcome = await checkIn({ serverId, at, pluginVersion: req.pluginVersion });
+      const outcome = await checkIn({ serverId, at, pluginVersion: req.pluginVersion, trace: traceOf(ctx) });
       if (outcome) throw outcome.error;
       return {
         serverId,
@@ -317,19 +330,22 @@ async function checkInAlone(db: Db, checkIn: CheckIn): Promise<void> {
 }
 
 /** A check-in of a server that is not connected: connects a pending setup, refuses the others. */
-async function connectOrRefuse(db: Db, { serverId, at, pluginVersion }: CheckIn): Promise<void> {
-  await db.transaction(async (tx) => {
-    const row = await store.findServerForCheckIn(tx, serverId, true);
-    if (!row) throw notFound(serverId);
-    if (row.state === "deauthorised")
-      throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} was deauthorised`);
-    if (row.state === "pending") {
-      await store.updateServerConnected(tx, serverId, at, pluginVersion);
-      await store.enqueueEvent(tx, buildEvent("servers.server.connected", { tenantId: row.tenant_id, serverId }));
-    } else {
-      // Connected since the batch's UPDATE: by a concurrent first check-in, or an earlier one of the
-      // batch. The update runs on this transaction, which holds the row lock (never on the pool).
-      await store.updateServerSeen(tx, serverId, at, pluginVersion);
-    }
-  });
+async function connectOrRefuse(db: Db, { serverId, at, pluginVersion, trace }: CheckIn): Promise<void> {
+  await db.transaction(
+    async (tx) => {
+      const row = await store.findServerForCheckIn(tx, serverId, true);
+      if (!row) throw notFound(serverId);
+      if (row.state === "deauthorised")
+        throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} was deauthorised`);
+      if (row.state === "pending") {
+        await store.updateServerConnected(tx, serverId, at, pluginVersion);
+        await store.enqueueEvent(tx, buildEvent("servers.server.connected", { tenantId: row.tenant_id, serverId }));
+      } else {
+        // Connected since the batch's UPDATE: by a concurrent first check-in, or an earlier one of the
+        // batch. The update runs on this transaction, which holds the row lock (never on the pool).
+        await store.updateServerSeen(tx, serverId, at, pluginVersion);
+      }
+    },
+    { trace },
+  );
 }

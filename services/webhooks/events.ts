@@ -2,7 +2,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Consumer, EventHandler } from "../../lib/bus/consumer.js";
 import type { EventOf } from "../../lib/bus/events.js";
 import type { Db } from "../../lib/db/types.js";
-import { currentTraceparent } from "../../lib/trace.js";
+import { formatTraceparent } from "../../lib/trace.js";
 import { firstAttemptAt } from "./delivery/schedule.js";
 import type { DeliveryWorker, FirstAttempts } from "./delivery/worker.js";
 import { deliveryBody, type WebhookSubject, webhookSubjects } from "./payload.js";
@@ -39,7 +39,7 @@ const occurredAtOf = (message: { occurredAt?: Parameters<typeof timestampDate>[0
 function attemptFirst(deps: FanOutDeps): Consumer["prepare"] {
   const { worker } = deps;
   if (!worker) return undefined;
-  return async (subject, event) => {
+  return async (subject, event, hop) => {
     const webhookSubject = subject as WebhookSubject;
     const message = event as EventOf<WebhookSubject>;
     if (firstAttemptAt(occurredAtOf(message), deps.retryScheduleMs).getTime() > Date.now()) return undefined;
@@ -49,7 +49,7 @@ function attemptFirst(deps: FanOutDeps): Consumer["prepare"] {
       eventId: message.eventId,
       event: eventOf(webhookSubject),
       body: deliveryBody(webhookSubject, message),
-      traceparent: currentTraceparent() ?? null,
+      traceparent: formatTraceparent(hop),
     });
   };
 }
@@ -72,7 +72,7 @@ function fanOut(subject: WebhookSubject, deps: FanOutDeps): EventHandler<Webhook
       event,
       body: deliveryBody(subject, message),
       firstAttemptAt: firstAttemptAt(occurredAtOf(message), deps.retryScheduleMs),
-      traceparent: currentTraceparent(),
+      traceparent: tx.trace ? formatTraceparent(tx.trace) : undefined,
       first,
     });
     if (waiting > 0) tx.onCommit(deps.onQueued);

@@ -3,7 +3,7 @@ import { createBatcher } from "../../../lib/db/batch.js";
 import type { Db } from "../../../lib/db/types.js";
 import { logger } from "../../../lib/log.js";
 import { watchWebhookQueue, webhookAttempts } from "../../../lib/metrics.js";
-import { parseTraceparent, runInTrace, type Span, startSpan } from "../../../lib/trace.js";
+import { parseTraceparent, type Span, startSpan, traceLogFields } from "../../../lib/trace.js";
 import { newLeaseOwner } from "../../../lib/worker/lease.js";
 import type { WorkerSpec } from "../../../lib/worker/worker.js";
 import * as store from "../store.js";
@@ -171,7 +171,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     if (result.unreachable && !unreachable.has(row.subscription_id)) {
       unreachable.set(row.subscription_id, { url: row.url, since: Date.now(), probing: false });
       log.warn(
-        { subscriptionId: row.subscription_id, error: result.error },
+        { subscriptionId: row.subscription_id, error: result.error, ...traceLogFields(span.trace) },
         "receiver unreachable; holding its deliveries",
       );
     }
@@ -195,19 +195,21 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       },
       outcome === "succeeded" ? undefined : (result.error ?? `HTTP ${result.statusCode}`),
     );
-    log.debug(
-      {
-        deliveryId: row.delivery_id,
-        subscriptionId: row.subscription_id,
-        event: row.event,
-        eventId: row.event_id,
-        trigger,
-        outcome,
-        statusCode: result.statusCode,
-        durationMs: result.durationMs,
-      },
-      "delivery attempt",
-    );
+    if (log.isLevelEnabled("debug"))
+      log.debug(
+        {
+          deliveryId: row.delivery_id,
+          subscriptionId: row.subscription_id,
+          event: row.event,
+          eventId: row.event_id,
+          trigger,
+          outcome,
+          statusCode: result.statusCode,
+          durationMs: result.durationMs,
+          ...traceLogFields(span.trace),
+        },
+        "delivery attempt",
+      );
     return {
       deliveryId: row.delivery_id,
       owner,
@@ -237,11 +239,14 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         "webhook.subscription_id": row.subscription_id,
       },
     });
-    const running = runInTrace(span.trace, () => attempt(row, span))
+    const running = attempt(row, span)
       .then((record) => (recording ? done(record) : undefined))
       .catch((err: unknown) => {
         // The lease is still held: the delivery is attempted again when it runs out.
-        log.error({ err, deliveryId: row.delivery_id }, "recording a delivery attempt failed");
+        log.error(
+          { err, deliveryId: row.delivery_id, ...traceLogFields(span.trace) },
+          "recording a delivery attempt failed",
+        );
       })
       .finally(() => {
         inFlight.delete(row.delivery_id);
