@@ -2,7 +2,7 @@
 // the last line on stdout.
 import { readFileSync } from "node:fs";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { createClient, type HandlerContext } from "@connectrpc/connect";
+import { createClient, createContextValues, type HandlerContext } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import autocannon from "autocannon";
@@ -207,8 +207,9 @@ async function serviceCheckInDriver(
   const { createRecorderService } = await import("../../services/servers/service.js");
   const db = createPgDb({ url: target.databaseUrl, schema: "servers", applicationName: "bench-service-checkin" });
   const recorder = createRecorderService({ db, now: () => new Date() });
-  // The check-in handler reads nothing from its context (the RPC layer's part is what is left out).
-  const ctx = {} as HandlerContext;
+  // The check-in handler reads only the trace hop from its context (none here: the RPC layer's
+  // part is what is left out).
+  const ctx = { values: createContextValues() } as HandlerContext;
   return checkInDriver(target.keys, connections, async (serverId, pluginVersion) => {
     try {
       const res = await recorder.checkIn(create(CheckInRequestSchema, { serverId, pluginVersion }), ctx);
