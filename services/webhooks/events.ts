@@ -66,11 +66,12 @@ function fanOut(subject: WebhookSubject, deps: FanOutDeps): EventHandler<Webhook
   const event = eventOf(subject);
   return async (tx, message, prepared) => {
     const first = prepared as FirstAttempts | undefined;
-    const { waiting } = await store.insertDeliveries(tx, {
+    const waiting = await store.insertDeliveries(tx, {
       tenantId: message.tenantId,
       eventId: message.eventId,
       event,
-      body: deliveryBody(subject, message),
+      // The body the first attempts sent, or (none made) the same JSON made now.
+      body: first?.body ?? deliveryBody(subject, message),
       firstAttemptAt: firstAttemptAt(occurredAtOf(message), deps.retryScheduleMs),
       traceparent: tx.trace ? formatTraceparent(tx.trace) : undefined,
       first,

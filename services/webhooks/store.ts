@@ -81,8 +81,8 @@ export type FirstAttempt = {
  * while the attempt still runs. The others wait for the worker, due at `firstAttemptAt`. A
  * subscription deleted meanwhile gets nothing; one created meanwhile that names the event gets a
  * waiting delivery. An event the bus delivers again adds nothing (one delivery per subscription and
- * event). Resolves to the deliveries created, and of those the ones the worker is to attempt (now
- * or at a scheduled retry).
+ * event). Resolves to how many of the deliveries it created the worker is to attempt (now or at a
+ * scheduled retry).
  */
 export async function insertDeliveries(
   tx: Tx,
@@ -95,10 +95,9 @@ export async function insertDeliveries(
     traceparent?: string | undefined;
     first?: { attempts: readonly FirstAttempt[]; owner: string; leaseMs: number; createdAt: Date } | undefined;
   },
-): Promise<{ created: number; waiting: number }> {
+): Promise<number> {
   const attempts = d.first?.attempts ?? [];
-  const recorded = (f: FirstAttempt) => f.record;
-  const { rows } = await tx.query<{ waiting: boolean }>(
+  const { rows } = await tx.query<{ waiting: number }>(
     `WITH f AS (
        SELECT * FROM unnest($7::uuid[], $8::uuid[], $9::timestamptz[], $10::int[], $11::int[], $12::text[],
                             $13::timestamptz[], $14::bool[], $15::bool[])
@@ -131,7 +130,7 @@ export async function insertDeliveries(
          FROM f JOIN d USING (delivery_id)
         WHERE f.ended
      )
-     SELECT waiting FROM d`,
+     SELECT count(*) FILTER (WHERE waiting)::int AS waiting FROM d`,
     [
       d.tenantId,
       d.eventId,
@@ -141,19 +140,19 @@ export async function insertDeliveries(
       d.traceparent ?? null,
       attempts.map((f) => f.deliveryId),
       attempts.map((f) => f.subscriptionId),
-      attempts.map((f) => recorded(f)?.startedAt ?? null),
-      attempts.map((f) => recorded(f)?.durationMs ?? null),
-      attempts.map((f) => recorded(f)?.statusCode ?? null),
-      attempts.map((f) => recorded(f)?.error ?? null),
-      attempts.map((f) => recorded(f)?.nextAttemptAt ?? null),
-      attempts.map((f) => recorded(f)?.gone ?? false),
+      attempts.map((f) => f.record?.startedAt ?? null),
+      attempts.map((f) => f.record?.durationMs ?? null),
+      attempts.map((f) => f.record?.statusCode ?? null),
+      attempts.map((f) => f.record?.error ?? null),
+      attempts.map((f) => f.record?.nextAttemptAt ?? null),
+      attempts.map((f) => f.record?.gone ?? false),
       attempts.map((f) => f.record !== undefined),
       d.first?.owner ?? null,
       d.first?.leaseMs ?? 0,
       d.first?.createdAt ?? null,
     ],
   );
-  return { created: rows.length, waiting: rows.filter((r) => r.waiting).length };
+  return rows[0]?.waiting ?? 0;
 }
 
 export type DeliveryRow = {

@@ -30,6 +30,8 @@ export type DeliveryWorkerDeps = {
 /** One event's first attempts (attemptFirst), for its fan-out to store; `settled` says whether it committed. */
 export type FirstAttempts = {
   attempts: store.FirstAttempt[];
+  /** The body they sent, for the deliveries to keep. */
+  body: string;
   owner: string;
   leaseMs: number;
   createdAt: Date;
@@ -87,8 +89,9 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const perSubscription = deps.perSubscription ?? PER_SUBSCRIPTION_MAX;
   const owner = newLeaseOwner();
   const leaseMs = deps.timeoutMs + LEASE_MARGIN_MS;
-  // Attempts in flight, by delivery: the subscription (for the claim's cap) and the attempt itself.
-  const inFlight = new Map<string, { subscriptionId: string; running: Promise<void> }>();
+  // Attempts in flight, by delivery, and how many each subscription has (the claim's cap, and
+  // whether a fan-out may make a first attempt).
+  const inFlight = new Map<string, Promise<void>>();
   const perSubscriptionInFlight = new Map<string, number>();
   // Subscriptions with a first attempt that outlasted the fan-out's wait: until it ends, their new
   // deliveries wait for the worker instead of holding up fan-outs one wait each.
@@ -255,7 +258,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         else perSubscriptionInFlight.delete(row.subscription_id);
         if (!first || heldBack) slotFreed();
       });
-    inFlight.set(row.delivery_id, { subscriptionId: row.subscription_id, running });
+    inFlight.set(row.delivery_id, running);
     perSubscriptionInFlight.set(row.subscription_id, (perSubscriptionInFlight.get(row.subscription_id) ?? 0) + 1);
   }
 
@@ -338,7 +341,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     }
     waited = true;
     for (const first of attempts) if (!first.record) slow.add(first.subscriptionId);
-    return { attempts, owner, leaseMs, createdAt, settled: settle };
+    return { attempts, body: d.body, owner, leaseMs, createdAt, settled: settle };
   }
 
   return {
@@ -370,7 +373,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       return (await store.nextDueInMs(db)) ?? false;
     },
     async drain(signal) {
-      const finished = Promise.all([...inFlight.values()].map((a) => a.running)).then(() => undefined);
+      const finished = Promise.all(inFlight.values()).then(() => undefined);
       const aborted = new Promise<void>((resolve) => {
         if (signal.aborted) resolve();
         signal.addEventListener("abort", () => resolve(), { once: true });
