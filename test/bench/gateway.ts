@@ -16,6 +16,7 @@ import { requirePostgresAndNats } from "./env.js";
 import { type LoadResult, type LoadTarget, runLoad } from "./load.js";
 import { listeningPorts } from "./proc.js";
 import { baselineComparison, type Cell, cpuRow, formatTable, type Run, round, writeResults } from "./report.js";
+import { ROUNDS, runAlternating } from "./rounds.js";
 
 export const description =
   "GET /v1/api/servers through the gateway vs one Fastify process on pg (1/16/64 connections), where the time goes";
@@ -56,6 +57,12 @@ export async function run(_args: string[]): Promise<void> {
     const servicePid = cpuGroups.find((g) => g.label === "servers")?.pids?.[0];
     const serversRpcUrl = servicePid === undefined ? undefined : rpcUrlOf(servicePid);
 
+    const record = (target: string, connections: number, result: LoadResult) => {
+      progress(
+        `${target.padEnd(10)} ${String(connections).padStart(2)} conns: ${Math.round(result.rps)} req/s, p50 ${round(result.latency.p50Ms)} ms`,
+      );
+      runs.push({ target, connections, result });
+    };
     const load = async (target: string, loadTarget: LoadTarget, connections: number) => {
       const result = await runLoad({
         target: loadTarget,
@@ -64,10 +71,7 @@ export async function run(_args: string[]): Promise<void> {
         warmupS: env.warmupS,
         cpuGroups,
       });
-      progress(
-        `${target.padEnd(10)} ${String(connections).padStart(2)} conns: ${Math.round(result.rps)} req/s, p50 ${round(result.latency.p50Ms)} ms`,
-      );
-      runs.push({ target, connections, result });
+      record(target, connections, result);
     };
     const targets: Record<string, LoadTarget> = {
       baseline: { kind: "http", url: `${baseline.url}/v1/api/servers` },
@@ -78,11 +82,18 @@ export async function run(_args: string[]): Promise<void> {
       },
     };
 
-    // Baseline and gateway alternate (ABBA across connection counts), so drift of a shared machine
-    // hits both sides alike.
+    // Baseline and gateway alternate in rounds (rounds.ts), the side that goes first swapping
+    // between connection counts: drift of a shared machine hits both alike.
     for (const [i, connections] of CONNECTIONS.entries()) {
-      const order = i % 2 === 0 ? ["baseline", "gateway"] : ["gateway", "baseline"];
-      for (const target of order) await load(target, targets[target] as LoadTarget, connections);
+      const order = i % 2 === 0 ? (["baseline", "gateway"] as const) : (["gateway", "baseline"] as const);
+      const merged = await runAlternating(
+        [
+          [order[0], targets[order[0]] as LoadTarget],
+          [order[1], targets[order[1]] as LoadTarget],
+        ],
+        { connections, durationS: env.durationS, warmupS: env.warmupS, cpuGroups },
+      );
+      for (const target of order) record(target, connections, merged[target] as LoadResult);
     }
 
     // The breakdown: the same load on parts of the gateway path, outside the measured comparison.
@@ -138,7 +149,7 @@ export async function run(_args: string[]): Promise<void> {
   process.stdout.write(
     [
       `gateway benchmark: GET /v1/api/servers listing ${SEEDED_SERVERS} servers (${servers.bodyBytes} bytes of JSON), ` +
-        `${env.durationS} s per run after a ${env.warmupS} s warm-up`,
+        `${env.durationS} s per target and connection count after a ${env.warmupS} s warm-up, baseline and gateway in ${ROUNDS} alternating rounds`,
       `machine: ${cpus().length} cores, shared; node ${process.version}. The load generator (autocannon, its own process) ` +
         "competes with the servers for those cores, the same way for both targets.",
       "",

@@ -91,6 +91,8 @@ export type LoadResult = {
   cpuMs: Record<string, number>;
   /** Busy CPU ms of the whole machine (all cores) during the measured run. */
   machineBusyMs: number;
+  /** The alternating rounds this result merges (rounds.ts), when more than one. */
+  rounds?: number;
 };
 
 const workerPath = fileURLToPath(new URL("./load-worker.js", import.meta.url));

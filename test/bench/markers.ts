@@ -17,8 +17,9 @@ import { grpcCheckIn } from "../recorder.js";
 import { type System, startDistributedSystem } from "../system.js";
 import { type ChildServer, startChildServer, systemCpuGroups } from "./child-server.js";
 import { requirePostgresAndNats } from "./env.js";
-import { type LoadTarget, runLoad } from "./load.js";
+import type { LoadResult, LoadTarget } from "./load.js";
 import { baselineComparison, type Cell, cpuRow, formatTable, type Run, round, writeResults } from "./report.js";
+import { ROUNDS, runAlternating } from "./rounds.js";
 
 export const description =
   "POST /v1/api/timeline-events through the gateway vs one Fastify process validating and INSERTing with pg (1/16/64 connections)";
@@ -71,17 +72,19 @@ export async function run(_args: string[]): Promise<void> {
         postBodiesFile: bodiesFile,
       },
     };
-    // Baseline and gateway alternate (ABBA across connection counts): drift of a shared machine hits both alike.
+    // Baseline and gateway alternate in rounds (rounds.ts), the side that goes first swapping
+    // between connection counts: drift of a shared machine hits both alike.
     for (const [i, connections] of CONNECTIONS.entries()) {
-      const order = i % 2 === 0 ? ["baseline", "gateway"] : ["gateway", "baseline"];
+      const order = i % 2 === 0 ? (["baseline", "gateway"] as const) : (["gateway", "baseline"] as const);
+      const merged = await runAlternating(
+        [
+          [order[0], targets[order[0]] as LoadTarget],
+          [order[1], targets[order[1]] as LoadTarget],
+        ],
+        { connections, durationS: env.durationS, warmupS: env.warmupS, cpuGroups },
+      );
       for (const target of order) {
-        const result = await runLoad({
-          target: targets[target] as LoadTarget,
-          connections,
-          durationS: env.durationS,
-          warmupS: env.warmupS,
-          cpuGroups,
-        });
+        const result = merged[target] as LoadResult;
         progress(
           `${target.padEnd(8)} ${String(connections).padStart(2)} conns: ${Math.round(result.rps)} req/s, p50 ${round(result.latency.p50Ms)} ms, non-2xx ${result.non2xx}`,
         );
@@ -115,7 +118,7 @@ export async function run(_args: string[]): Promise<void> {
   process.stdout.write(
     [
       `markers benchmark: POST /v1/api/timeline-events with every field set, round-robin over ${SEEDED_REPLAYS} replays, ` +
-        `${env.durationS} s per run after a ${env.warmupS} s warm-up`,
+        `${env.durationS} s per target and connection count, in ${ROUNDS} alternating rounds (the first after a ${env.warmupS} s warm-up)`,
       `machine: ${cpus().length} cores, shared; node ${process.version}. The load generator (autocannon, its own process) ` +
         "competes with the servers for those cores, the same way for both targets.",
       "",
