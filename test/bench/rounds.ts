@@ -2,10 +2,10 @@ import { type LoadResult, type LoadSpec, type LoadTarget, runLoad } from "./load
 import { median } from "./stats.js";
 
 /**
- * How many short rounds each side of a comparison is measured in. This machine is shared and its
- * speed drifts by up to twice within a minute: the load generator's own CPU per request, a fixed
- * amount of work, was 147 µs in one 8 s run and 74 µs two runs later, the system's cost moving
- * with it. Measured once each, a side that drew the slow minute loses the ratio by half. Measured
+ * How many short rounds each side of a comparison is measured in. This machine is shared, and the
+ * same work costs it more CPU in some minutes than in others: the same code under the same load
+ * (markers at 64 connections) cost 1 206 µs of CPU per create in one 8 s run and 595 µs two runs
+ * later. Measured once each, a side that drew the slow minute loses the ratio by as much. Measured
  * in alternating rounds (A B B A A B B A), both sides draw the same minutes.
  */
 export const ROUNDS = 4;
