@@ -1,8 +1,9 @@
 import type { Migration } from "../db/migrate.js";
+import { traceparentOf } from "../db/transaction-trace.js";
 import type { Db, Tx } from "../db/types.js";
 import { assertSchemaName } from "../db/types.js";
 import { logger } from "../log.js";
-import { formatTraceparent, parseTraceparent } from "../trace.js";
+import { parseTraceparent } from "../trace.js";
 import { startWorker, type Worker } from "../worker/worker.js";
 import type { Bus } from "./bus.js";
 
@@ -50,11 +51,6 @@ function traceIdOf(traceparent: string | null): string | undefined {
   return traceparent ? parseTraceparent(traceparent)?.traceId : undefined;
 }
 
-/** The traceparent an event enqueued in `tx` hands on: the hop the transaction works for. */
-function traceparentFor(tx: Tx): string | null {
-  return tx.trace ? formatTraceparent(tx.trace) : null;
-}
-
 /** An event to publish once the transaction that enqueues it commits. */
 export type OutboxEvent = { subject: string; eventId: string; payload: Uint8Array };
 
@@ -68,7 +64,7 @@ export async function enqueue(tx: Tx, schema: string, event: OutboxEvent): Promi
     event.eventId,
     event.subject,
     event.payload,
-    traceparentFor(tx),
+    traceparentOf(tx) ?? null,
   ]);
   await tx.query(`NOTIFY ${outboxChannel(s)}`);
 }

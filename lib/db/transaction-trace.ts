@@ -1,4 +1,4 @@
-import type { TraceContext } from "../trace.js";
+import { formatTraceparent, type TraceContext } from "../trace.js";
 import type { Tx } from "./types.js";
 
 /**
@@ -12,4 +12,9 @@ export function withTrace(tx: Tx, trace: TraceContext): Tx {
     exec: (sql) => tx.exec(sql),
     trace,
   };
+}
+
+/** The traceparent what `tx` enqueues hands on: the hop it works for, if any. */
+export function traceparentOf(tx: Tx): string | undefined {
+  return tx.trace ? formatTraceparent(tx.trace) : undefined;
 }

@@ -1,6 +1,7 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Consumer, EventHandler } from "../../lib/bus/consumer.js";
 import type { EventOf } from "../../lib/bus/events.js";
+import { traceparentOf } from "../../lib/db/transaction-trace.js";
 import type { Db } from "../../lib/db/types.js";
 import { formatTraceparent } from "../../lib/trace.js";
 import { firstAttemptAt } from "./delivery/schedule.js";
@@ -73,7 +74,7 @@ function fanOut(subject: WebhookSubject, deps: FanOutDeps): EventHandler<Webhook
       // The body the first attempts sent, or (none made) the same JSON made now.
       body: first?.body ?? deliveryBody(subject, message),
       firstAttemptAt: firstAttemptAt(occurredAtOf(message), deps.retryScheduleMs),
-      traceparent: tx.trace ? formatTraceparent(tx.trace) : undefined,
+      traceparent: traceparentOf(tx),
       first,
     });
     if (waiting > 0) tx.onCommit(deps.onQueued);

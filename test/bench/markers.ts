@@ -76,13 +76,12 @@ export async function run(_args: string[]): Promise<void> {
     // between connection counts: drift of a shared machine hits both alike.
     for (const [i, connections] of CONNECTIONS.entries()) {
       const order = i % 2 === 0 ? (["baseline", "gateway"] as const) : (["gateway", "baseline"] as const);
-      const merged = await runAlternating(
-        [
-          [order[0], targets[order[0]] as LoadTarget],
-          [order[1], targets[order[1]] as LoadTarget],
-        ],
-        { connections, durationS: env.durationS, warmupS: env.warmupS, cpuGroups },
-      );
+      const merged = await runAlternating(order, targets, {
+        connections,
+        durationS: env.durationS,
+        warmupS: env.warmupS,
+        cpuGroups,
+      });
       for (const target of order) {
         const result = merged[target] as LoadResult;
         progress(

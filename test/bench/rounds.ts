@@ -13,45 +13,38 @@ export const ROUNDS = 4;
 /** The warm-up of a round after a side's first: its connections are new, its processes are not. */
 const LATER_ROUND_WARMUP_S = 1;
 
-/** One side of a comparison: its name in the report and what its load drives. */
-export type Side = readonly [name: string, target: LoadTarget];
-
-export type AlternatingSpec = Omit<LoadSpec, "target"> & {
-  /** Called after each round (progress lines). */
-  onRound?(name: string, round: number, result: LoadResult): void;
-};
-
 /** The order of ROUNDS rounds of two sides, the first side first: A B, B A, A B, B A. */
 export function roundOrder(rounds: number): [0 | 1, 0 | 1][] {
   return Array.from({ length: rounds }, (_, round) => (round % 2 === 0 ? [0, 1] : [1, 0]));
 }
 
 /**
- * Measures two sides at one concurrency in ROUNDS alternating rounds that share `durationS` between
- * them (each side's measured time is `durationS` in all), and merges each side's rounds
- * (mergeRounds). Resolves to the merged results, by side name.
+ * Measures two sides (their names in `targets`, the first going first) at one concurrency in ROUNDS
+ * alternating rounds that share `durationS` between them (each side's measured time is `durationS`
+ * in all), and merges each side's rounds (mergeRounds). Resolves to the merged results, by name.
  */
 export async function runAlternating(
-  sides: readonly [Side, Side],
-  spec: AlternatingSpec,
+  sides: readonly [string, string],
+  targets: Readonly<Record<string, LoadTarget>>,
+  load: Omit<LoadSpec, "target">,
   rounds = ROUNDS,
 ): Promise<Record<string, LoadResult>> {
-  const { onRound, ...load } = spec;
-  const perSide: LoadResult[][] = [[], []];
+  const perSide: [LoadResult[], LoadResult[]] = [[], []];
   for (const [round, order] of roundOrder(rounds).entries()) {
     for (const index of order) {
-      const [name, target] = sides[index];
+      const name = sides[index];
+      const target = targets[name];
+      if (!target) throw new Error(`no load target named ${name}`);
       const result = await runLoad({
         ...load,
         target,
         durationS: load.durationS / rounds,
         warmupS: round === 0 ? load.warmupS : Math.min(load.warmupS, LATER_ROUND_WARMUP_S),
       });
-      perSide[index]?.push(result);
-      onRound?.(name, round, result);
+      perSide[index].push(result);
     }
   }
-  return { [sides[0][0]]: mergeRounds(perSide[0] ?? []), [sides[1][0]]: mergeRounds(perSide[1] ?? []) };
+  return { [sides[0]]: mergeRounds(perSide[0]), [sides[1]]: mergeRounds(perSide[1]) };
 }
 
 const sumOf = (values: readonly number[]) => values.reduce((sum, value) => sum + value, 0);
