@@ -56,6 +56,8 @@ export async function start(config: Config, platform: Platform): Promise<Running
   const schema = await openSchema("identity", await identityMigrations(), config, platform, { poolMax: 20 });
   const db = schema.db;
   const fresh = (await countTenants(db)) === 0;
+  // The start's steps at debug level: a start that never reaches "gateway listening" says where it waits.
+  log.debug({ fresh }, "identity schema open");
   const keyCache = createKeyCache();
   const now = () => Date.now();
 
@@ -73,6 +75,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
   const stopRevocations = await platform.bus.broadcast(["identity.key.revoked"], async (msg) => {
     keyCache.evict(decodeEvent("identity.key.revoked", msg.data).keyHash);
   });
+  log.debug("subscribed to key revocations");
   const nonceSweep = startWorker({
     name: "identity:nonce-sweep",
     intervalMs: NONCE_SWEEP_MS,
@@ -111,6 +114,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
   });
   await app.listen({ port: config.http.port ?? 8080, host: config.http.host });
   const port = app.server.address() as AddressInfo;
+  log.debug({ port: port.port }, "public port listening");
 
   const admin = await createRpcServer({
     name: "gateway-internal",

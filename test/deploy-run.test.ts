@@ -134,7 +134,11 @@ describe.skipIf(skip)("the dev overlay's five Deployments, started as their pods
 
   const gateway = () => pods.find((p) => p.name === "replay-gateway") as Pod;
   const services = () => pods.filter((p) => p.name !== "replay-gateway");
-  const logs = () => pods.map((p) => `--- ${p.name}\n${p.output.join("").slice(-3000)}`).join("\n");
+  const exitOf = (p: Pod) =>
+    p.child.exitCode !== null || p.child.signalCode !== null
+      ? ` (exited: ${p.child.exitCode ?? p.child.signalCode})`
+      : " (running)";
+  const logs = () => pods.map((p) => `--- ${p.name}${exitOf(p)}\n${p.output.join("").slice(-3000)}`).join("\n");
 
   it("passes the probes: gRPC health without the token, the gateway's /healthz and /readyz", async () => {
     for (const pod of services()) {

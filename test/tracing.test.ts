@@ -140,9 +140,18 @@ describe.each(modes)(
           expect(traced.find((line) => line.msg === "rpc")?.requestId).toBe(deleted.headers.get("x-request-id"));
 
           // The spans: each hop the child of the hop that caused it, from the client's span down.
+          // Each process exports in batches, and a consumer's span ends after its commit, so the
+          // delivery it caused can be exported first: wait for every span asserted below.
+          const expected = [
+            "DELETE /v1/replays/:id",
+            "replay.replays.v1.ReplaysService/DeleteReplay",
+            "webhooks_replays replays.asset.deleted",
+            "markers_replays replays.replay.deleted",
+            "webhook asset.deleted",
+          ];
           const spans = await pollUntil(
             async () => collector.spans().filter((span) => span.traceId === TRACE_ID),
-            (found) => found.some((span) => span.name === "webhook asset.deleted"),
+            (found) => expected.every((name) => found.some((span) => span.name === name)),
             10_000,
             100,
           ).catch(() => collector.spans().filter((span) => span.traceId === TRACE_ID));
