@@ -161,6 +161,28 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ INTERNAL_TOKEN: `${token} x` })).toThrow(/visible ASCII/);
   });
 
+  it("reads DATABASE_CA_FILE's certificates with DATABASE_URL, and refuses a file it cannot use", () => {
+    const pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    const files: Record<string, string> = { "/etc/replay/db-ca/ca.crt": pem, "/etc/replay/key": "k".repeat(32) };
+    const readFile = (path: string) => {
+      const text = files[path];
+      if (text === undefined) throw new Error("ENOENT: no such file");
+      return text;
+    };
+    const db = { DATABASE_URL: "postgres://db/replay", NATS_URL: "nats://nats:4222" };
+    expect(loadConfig(db).db.ca).toBeUndefined();
+    expect(loadConfig({ ...db, DATABASE_CA_FILE: "/etc/replay/db-ca/ca.crt" }, undefined, readFile).db.ca).toBe(pem);
+    expect(() => loadConfig({ ...db, DATABASE_CA_FILE: "/missing" }, undefined, readFile)).toThrow(
+      /DATABASE_CA_FILE "\/missing" cannot be read/,
+    );
+    expect(() => loadConfig({ ...db, DATABASE_CA_FILE: "/etc/replay/key" }, undefined, readFile)).toThrow(
+      /holds no PEM certificate/,
+    );
+    expect(() => loadConfig({ DATABASE_CA_FILE: "/etc/replay/db-ca/ca.crt" }, undefined, readFile)).toThrow(
+      /only read with DATABASE_URL/,
+    );
+  });
+
   it("stops with its parent only when an npm script started it", () => {
     expect(loadConfig({}).lifecycle.stopWithParent).toBe(false);
     expect(loadConfig({ npm_lifecycle_event: "start" }).lifecycle.stopWithParent).toBe(true);

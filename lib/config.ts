@@ -29,7 +29,11 @@ export type Config = Readonly<{
    * `template` is the embedded mode's initdb template cache (EMBEDDED_TEMPLATE_DIR, by default
    * inside this package; undefined when set to `off`), which a new DATA_DIR is copied from.
    */
-  db: Readonly<{ url: string | undefined; dataDir: string; template: string | undefined }>;
+  /**
+   * `ca` (DATABASE_CA_FILE's PEM): Postgres is reached over TLS and its certificate checked against
+   * this CA, host name included (CloudNativePG signs its servers' with its own CA).
+   */
+  db: Readonly<{ url: string | undefined; ca: string | undefined; dataDir: string; template: string | undefined }>;
   /**
    * `namespace` isolates several deployments (test systems) sharing one NATS server;
    * `streamReplicas` (NATS_STREAM_REPLICAS) is how many servers of a JetStream cluster keep each stream.
@@ -166,6 +170,8 @@ export function loadConfig(
   const port = value("PORT") === undefined ? undefined : integer("PORT", 0, 0, 65535);
   const internalPort = integer("INTERNAL_PORT", 8081, 0, 65535);
   const dbUrl = url("DATABASE_URL", ["postgres:", "postgresql:"]);
+  const dbCa = certificates("DATABASE_CA_FILE", value, readFile, problems);
+  if (dbCa !== undefined && dbUrl === undefined) problems.push("DATABASE_CA_FILE is only read with DATABASE_URL");
   const natsUrl = value("NATS_URL");
   if (natsUrl !== undefined) {
     for (const server of natsUrl.split(",")) {
@@ -272,6 +278,7 @@ export function loadConfig(
     },
     db: {
       url: dbUrl,
+      ca: dbCa,
       dataDir: value("DATA_DIR") ?? "./.data",
       template: embeddedTemplate === "off" ? undefined : embeddedTemplate,
     },
@@ -307,6 +314,29 @@ export function loadConfig(
 }
 
 const MIN_SECRET_LENGTH = 32;
+
+/** The PEM certificates of the file NAME names, if set; a file that holds none is a problem. */
+function certificates(
+  name: string,
+  value: (name: string) => string | undefined,
+  readFile: (path: string) => string,
+  problems: string[],
+): string | undefined {
+  const path = value(name);
+  if (path === undefined) return undefined;
+  let pem: string;
+  try {
+    pem = readFile(path);
+  } catch (err) {
+    problems.push(`${name} "${path}" cannot be read: ${(err as Error).message}`);
+    return undefined;
+  }
+  if (!pem.includes("-----BEGIN CERTIFICATE-----")) {
+    problems.push(`${name} "${path}" holds no PEM certificate`);
+    return undefined;
+  }
+  return pem;
+}
 
 /**
  * A secret from NAME or from the file NAME_FILE (trailing newline dropped), never both: at least

@@ -39,6 +39,7 @@ export async function openPlatform(config: Config, name: string): Promise<Platfo
       ? createEmbeddedDb(embedded, schema)
       : createPgDb({
           url: config.db.url as string,
+          ca: config.db.ca,
           schema,
           poolMax: options?.poolMax,
           applicationName: `replay-${schema}`,

@@ -27,7 +27,8 @@ import { createDatabase, distributedSkipReason } from "./system.js";
 //   Kubernetes stops it, and /app left as it was (the root filesystem is read-only).
 // What differs from a pod, and why: the ports (free ones, one machine runs all five; the
 // manifests' own ports are held to the configuration by deploy.test.ts), the service URLs (to
-// those ports), the Secrets' values (test ones), the mounted files' paths (a temporary directory).
+// those ports), the Secrets' values (test ones), the mounted files' paths (a temporary directory),
+// and no DATABASE_CA_FILE (the test Postgres speaks no TLS; lib/db/tls.test.ts tests it).
 
 const run = promisify(execFile);
 
@@ -108,6 +109,8 @@ describe.skipIf(skip)("the dev overlay's five Deployments, started as their pods
       env.NATS_NAMESPACE = namespace;
       if (env.PAGE_TOKEN_KEY_FILE) env.PAGE_TOKEN_KEY_FILE = join(mounts, "page-token-key");
       env.BLOB_URL = pathToFileURL(join(mounts, "blobs")).href;
+      // The test Postgres has no TLS (lib/db/tls.test.ts covers DATABASE_CA_FILE against a TLS front).
+      delete env.DATABASE_CA_FILE;
       const output: string[] = [];
       // ENTRYPOINT ["node", "dist/start.js"], WORKDIR /app.
       const child = spawn(process.execPath, ["dist/start.js", ...container.args], {

@@ -61,6 +61,10 @@ const SECRET_PLACEHOLDERS: Record<string, string> = {
   INTERNAL_TOKEN_ACCEPTED: "u".repeat(32),
 };
 
+/** What a mounted file holds, as the configuration reads it: a CA for *_CA_FILE, a secret otherwise. */
+const mountedFile = (path: string) =>
+  path.endsWith(".crt") ? "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n" : "k".repeat(32);
+
 const container = (d: K8sObject) => d.spec.template.spec.containers[0];
 const processOf = (d: K8sObject) => container(d).args[0] as ProcessName;
 const matches = (selector: Record<string, string>, labels: Record<string, string> = {}) =>
@@ -99,7 +103,7 @@ describe.each(["overlays/dev", "overlays/prod"])("deploy/k8s/%s matches the code
           return target[key as string];
         },
       });
-      loadConfig(watched, processOf(d), () => "k".repeat(32));
+      loadConfig(watched, processOf(d), mountedFile);
       for (const name of Object.keys(env)) {
         expect(read.has(name), `${name} (${d.metadata.name}) read by lib/config.ts`).toBe(true);
         const documented = operations.includes(`\`${name}\``) || readmeConfiguration.includes(`\`${name}\``);
@@ -111,7 +115,7 @@ describe.each(["overlays/dev", "overlays/prod"])("deploy/k8s/%s matches the code
   it("listens where its ports, probes and Services say, and the configuration accepts every value", () => {
     for (const d of deployments) {
       const name = processOf(d);
-      const config = loadConfig(containerEnv(d, objects, SECRET_PLACEHOLDERS), name, () => "k".repeat(32));
+      const config = loadConfig(containerEnv(d, objects, SECRET_PLACEHOLDERS), name, mountedFile);
       const ports = Object.fromEntries(
         (container(d).ports as { name: string; containerPort: number }[]).map((p) => [p.name, p.containerPort]),
       );
@@ -212,11 +216,28 @@ describe.each(["overlays/dev", "overlays/prod"])("deploy/k8s/%s matches the code
     }
   });
 
+  it("reaches Postgres over TLS, checked against CloudNativePG's CA, whose private key no pod mounts", () => {
+    for (const d of deployments) {
+      const env = containerEnv(d, objects, SECRET_PLACEHOLDERS);
+      const pod = d.spec.template.spec;
+      const mount = (container(d).volumeMounts ?? []).find((m: { mountPath: string }) =>
+        env.DATABASE_CA_FILE?.startsWith(`${m.mountPath}/`),
+      );
+      expect(mount, `${d.metadata.name}: DATABASE_CA_FILE on a mounted volume`).toBeDefined();
+      const volume = (pod.volumes ?? []).find((v: { name: string }) => v.name === mount.name);
+      expect(volume.secret.secretName).toBe("replay-db-ca");
+      expect(volume.secret.items).toEqual([{ key: "ca.crt", path: "ca.crt" }]);
+      expect(env.DATABASE_CA_FILE).toBe(`${mount.mountPath}/ca.crt`);
+      expect(loadConfig(env, processOf(d), mountedFile).db.ca).toContain("BEGIN CERTIFICATE");
+    }
+  });
+
   it("refers only to Secrets the example lists or CloudNativePG writes", () => {
     const example = parseYaml(readFileSync(join(k8sDir, "overlays", "secrets.example.yaml"), "utf8"));
     const known = new Set([
       ...example.flatMap((s) => Object.keys(s.stringData ?? {}).map((key) => `${s.metadata.name}/${key}`)),
       "replay-db-app/uri",
+      "replay-db-ca/ca.crt",
     ]);
     for (const d of deployments) {
       for (const entry of container(d).env ?? []) {

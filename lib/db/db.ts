@@ -27,7 +27,14 @@ const types = {
   },
 };
 
-export type PgOptions = { url: string; schema: string; poolMax?: number; applicationName?: string };
+export type PgOptions = {
+  url: string;
+  schema: string;
+  poolMax?: number;
+  applicationName?: string;
+  /** PEM: TLS, the server's certificate checked against it and its host name (unless the URL sets sslmode). */
+  ca?: string;
+};
 
 /** A Db on a pg pool of its own. The pool's idle-client errors are logged, never thrown. */
 export function createPgDb(options: PgOptions): Db {
@@ -41,6 +48,9 @@ export function createPgDb(options: PgOptions): Db {
     // compiling to run for 4 ms.
     options: "-c jit=off",
     types,
+    // tls.connect's own checks (chain to this CA, then the host name pg passes as servername, or
+    // the IP address): libpq's verify-full.
+    ssl: options.ca === undefined ? undefined : { ca: options.ca, rejectUnauthorized: true },
   });
   // pg emits errors of idle clients on the pool; without a listener they crash the process.
   pool.on("error", (err) => log.warn({ err: err.message, schema }, "idle Postgres client failed"));
