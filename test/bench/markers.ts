@@ -28,6 +28,8 @@ const CONNECTIONS = [1, 16, 64] as const;
 const RATIO_TARGET = 0.6;
 /** Enough replays that every measured run together stays far below 500 markers on any one of them. */
 const SEEDED_REPLAYS = 2_000;
+/** Servers recording the seeded replays side by side (a divisor of SEEDED_REPLAYS). */
+const SEEDING_SERVERS = 8;
 const UNTHROTTLED_RPS = 1_000_000;
 const CPU_LABELS = ["gateway", "markers", "postgres", "baseline", "other services", "generator"] as const;
 
@@ -148,35 +150,50 @@ function markerBody(replayId: string, i: number) {
 }
 
 /**
- * SEEDED_REPLAYS finished replays on one connected server, recorded through the internal API as a
- * recorder does; resolves once the markers service has seen the last of them (its projection is
- * fed by events).
+ * SEEDED_REPLAYS finished replays, recorded through the internal API as recorders do, on
+ * SEEDING_SERVERS connected servers at once (a server records one replay at a time, and each
+ * start and finish is a commit: one server alone took 40-48 s); resolves once the markers service
+ * has seen the last of them (its projection is fed by events).
  */
 async function seedReplays(sys: System, bearer: Record<string, string>): Promise<string[]> {
-  const created = await send(sys.baseUrl, "POST", "/v1/api/servers", { headers: bearer, body: { name: "bench" } });
-  if (created.status !== 201) throw new Error(`POST /v1/api/servers: ${created.status} ${created.text}`);
-  const serverId = created.body.serverId as string;
-  await grpcCheckIn(sys.internalUrl, serverId, { pluginVersion: "1.0.0" });
   const rpc = createClient(RecordingService, createGrpcTransport({ baseUrl: sys.internalUrl }));
-  // The replays service learns of the connection from an event: the first start may wait for it.
-  const first = await pollUntil(
-    () => rpc.startRecording({ serverId, integration: "bench" }).catch(() => undefined),
-    (r) => r !== undefined,
-    10_000,
+  const recordOn = async (index: number, count: number): Promise<string[]> => {
+    const created = await send(sys.baseUrl, "POST", "/v1/api/servers", {
+      headers: bearer,
+      body: { name: `bench-${index}` },
+    });
+    if (created.status !== 201) throw new Error(`POST /v1/api/servers: ${created.status} ${created.text}`);
+    const serverId = created.body.serverId as string;
+    await grpcCheckIn(sys.internalUrl, serverId, { pluginVersion: "1.0.0" });
+    // The replays service learns of the connection from an event: the first start may wait for it.
+    const first = await pollUntil(
+      () => rpc.startRecording({ serverId, integration: "bench" }).catch(() => undefined),
+      (r) => r !== undefined,
+      10_000,
+    );
+    const ids: string[] = [];
+    let replayId = (first as { replayId: string }).replayId;
+    for (;;) {
+      await rpc.finishRecording({ replayId, sizeBytes: 1n });
+      ids.push(replayId);
+      if (ids.length === count) return ids;
+      replayId = (await rpc.startRecording({ serverId, integration: "bench" })).replayId;
+    }
+  };
+  const perServer = Math.ceil(SEEDED_REPLAYS / SEEDING_SERVERS);
+  const batches = await Promise.all(
+    Array.from({ length: SEEDING_SERVERS }, (_, i) => recordOn(i, Math.min(perServer, SEEDED_REPLAYS - i * perServer))),
   );
-  const ids: string[] = [];
-  let replayId = (first as { replayId: string }).replayId;
-  for (;;) {
-    await rpc.finishRecording({ replayId, sizeBytes: 1n });
-    ids.push(replayId);
-    if (ids.length === SEEDED_REPLAYS) break;
-    replayId = (await rpc.startRecording({ serverId, integration: "bench" })).replayId;
-  }
-  const last = ids[ids.length - 1] as string;
-  await pollUntil(
-    () => send(sys.baseUrl, "GET", `/v1/api/replays/${last}/timeline-events`, { headers: bearer }),
-    (res) => res.status === 200,
-    30_000,
+  const ids = batches.flat();
+  await Promise.all(
+    batches.map((batch) =>
+      pollUntil(
+        () =>
+          send(sys.baseUrl, "GET", `/v1/api/replays/${batch[batch.length - 1]}/timeline-events`, { headers: bearer }),
+        (res) => res.status === 200,
+        30_000,
+      ),
+    ),
   );
   return ids;
 }
