@@ -15,7 +15,7 @@ import { toProblem } from "./problem.js";
 import { type RateLimiter, rateLimitHeaders } from "./rate-limit.js";
 import { isContextOverrideHeader, requestIdFrom } from "./request-id.js";
 import { escapeNul } from "./routes/json.js";
-import type { Route, RouteCall } from "./routes/route.js";
+import { isRateLimited, type Route, type RouteCall } from "./routes/route.js";
 import { findMemberById, type MemberRow } from "./store.js";
 
 const log = logger("gateway:http");
@@ -389,18 +389,20 @@ async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply
     const identity = await deps.authenticator.apiKey(authorization);
     tenantId = identity.tenant_id;
     memberId = identity.member_id;
-    const decision = deps.rateLimiter.take(
-      tenantId,
-      { rps: identity.rate_limit_rps, burst: identity.rate_limit_burst },
-      deps.now(),
-    );
-    reply.headers(rateLimitHeaders(decision));
-    if (!decision.allowed) {
-      rateLimitRefusals.inc({ route: route.path });
-      throw new DomainError(
-        "RATE_LIMITED",
-        `the tenant's rate limit of ${identity.rate_limit_rps} requests/s is exhausted`,
+    if (isRateLimited(route)) {
+      const decision = deps.rateLimiter.take(
+        tenantId,
+        { rps: identity.rate_limit_rps, burst: identity.rate_limit_burst },
+        deps.now(),
       );
+      reply.headers(rateLimitHeaders(decision));
+      if (!decision.allowed) {
+        rateLimitRefusals.inc({ route: route.path });
+        throw new DomainError(
+          "RATE_LIMITED",
+          `the tenant's rate limit of ${identity.rate_limit_rps} requests/s is exhausted`,
+        );
+      }
     }
     if (route.scope && !identity.scopes.includes(route.scope)) {
       throw new DomainError("INSUFFICIENT_SCOPE", `this route needs the scope ${route.scope}`);

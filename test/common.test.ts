@@ -636,4 +636,19 @@ describe.each(sharedSystems())("per-tenant rate limit ($mode)", (sys) => {
     const signed = await sendSigned(url, t.signer, "GET", "/v1/replays");
     expect(signed.status, signed.text).toBe(200);
   });
+
+  it("the webhook replay route, keyed but outside /v1/api, neither spends nor needs the budget", async () => {
+    const t = await provisionTenant(sys, plan);
+    const replay = () => send(url, "POST", `/v1/webhooks/deliveries/${randomUUID()}/replay`, { headers: t.bearer() });
+    for (let i = 0; i < 5; i++) {
+      const res = await replay();
+      expect(res.status, res.text).not.toBe(429);
+      expect(res.headers.get("ratelimit")).toBeNull();
+    }
+    const first = await send(url, "GET", "/v1/api/servers", { headers: t.bearer() });
+    expect(rateLimitOf(first).remaining).toBe(2);
+    const spent = await burst(4, () => send(url, "GET", "/v1/api/servers", { headers: t.bearer() }));
+    expect(spent.some((r) => r.status === 429)).toBe(true);
+    expect((await replay()).status).not.toBe(429);
+  });
 });

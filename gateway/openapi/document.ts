@@ -1,7 +1,7 @@
 import { type ErrorCode, errorCodes } from "../../lib/errors.js";
 import { problem } from "../../lib/problem.js";
 import { WEBHOOK_EVENTS } from "../../lib/vocabulary.js";
-import type { Route } from "../routes/route.js";
+import { isRateLimited, type Route } from "../routes/route.js";
 import { type JsonSchema, schemas } from "./schemas.js";
 
 // The OpenAPI 3.1 document of the public surface, built from the gateway's route table: every route
@@ -15,7 +15,7 @@ const EVERY_ROUTE: readonly ErrorCode[] = [
   "SERVICE_UNAVAILABLE",
 ];
 /** Codes of each authentication scheme, in the order its checks run (decisions.md §2, §3). */
-const API_KEY: readonly ErrorCode[] = ["UNAUTHENTICATED", "INVALID_API_KEY", "RATE_LIMITED"];
+const API_KEY: readonly ErrorCode[] = ["UNAUTHENTICATED", "INVALID_API_KEY"];
 const SIGNATURE: readonly ErrorCode[] = [
   "UNAUTHENTICATED",
   "MISSING_TENANT",
@@ -52,7 +52,7 @@ Every error is an RFC 9457 \`application/problem+json\` body whose \`code\` is s
 
 ## Authentication
 
-- **API key** (\`/v1/api/*\` and the delivery replay): \`Authorization: Bearer svc_live_…\`. Each route needs one scope; a missing scope is 403 \`INSUFFICIENT_SCOPE\`. Requests share a per-tenant rate limit (429 \`RATE_LIMITED\` with \`Retry-After\`, and \`RateLimit\` headers on every answer).
+- **API key** (\`/v1/api/*\` and the delivery replay): \`Authorization: Bearer svc_live_…\`. Each route needs one scope; a missing scope is 403 \`INSUFFICIENT_SCOPE\`. Requests to \`/v1/api/*\` share a per-tenant rate limit (429 \`RATE_LIMITED\` with \`Retry-After\`, and \`RateLimit\` headers on every answer).
 - **Request signing** (\`/v1/replays\`, \`/v1/webhooks\`), below.
 
 ## Request signing
@@ -120,6 +120,7 @@ function operation(route: Route): Record<string, unknown> {
     parameters.push({ name: p.name, in: "header", description: p.description, schema: p.schema });
   const codes = [
     ...(route.auth === "api-key" ? API_KEY : SIGNATURE),
+    ...(isRateLimited(route) ? (["RATE_LIMITED"] as const) : []),
     ...(route.scope ? (["INSUFFICIENT_SCOPE"] as const) : []),
     ...doc.errors,
     ...EVERY_ROUTE,
@@ -186,7 +187,7 @@ function problemResponse(codes: readonly ErrorCode[]): Record<string, unknown> {
 
 /** One example problem per code that some route answers with. */
 function problemExamples(routes: readonly Route[]): Record<string, unknown> {
-  const codes = new Set<ErrorCode>([...API_KEY, ...SIGNATURE, "INSUFFICIENT_SCOPE", ...EVERY_ROUTE]);
+  const codes = new Set<ErrorCode>([...API_KEY, ...SIGNATURE, "RATE_LIMITED", "INSUFFICIENT_SCOPE", ...EVERY_ROUTE]);
   for (const route of routes) for (const code of route.doc.errors) codes.add(code);
   return Object.fromEntries(
     [...codes].sort().map((code) => [

@@ -36,6 +36,14 @@ export type Route = {
   handle(call: RouteCall): Promise<RouteReply>;
 };
 
+/**
+ * Whether a request to the route takes a token of the tenant's rate limit: decisions.md §2 gives
+ * the budget to the /v1/api routes, so the keyed webhook replay route and signed routes take none.
+ */
+export function isRateLimited(route: Pick<Route, "auth" | "path">): boolean {
+  return route.auth === "api-key" && route.path.startsWith("/v1/api/");
+}
+
 /** A query parameter or request header a route reads. */
 export type ParameterDoc = { name: string; description: string; schema: Record<string, unknown> };
 
