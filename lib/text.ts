@@ -21,3 +21,10 @@ export function hasControl(text: string): boolean {
 export function hasNul(text: string): boolean {
   return text.includes("\u0000");
 }
+
+/** How many code points `text` holds (decisions.md §1 counts lengths so, not in UTF-16 units). */
+export function codePointLength(text: string): number {
+  let count = 0;
+  for (const _ of text) count++;
+  return count;
+}

@@ -1,6 +1,6 @@
 import { DomainError, type ErrorCode } from "../../lib/errors.js";
 import { parseUuid } from "../../lib/ids.js";
-import { hasControl, trimWhiteSpace } from "../../lib/text.js";
+import { codePointLength, hasControl, trimWhiteSpace } from "../../lib/text.js";
 import { MARKER_ICONS } from "../../lib/vocabulary.js";
 
 /** The most markers one replay holds (spec "Limits"). */
@@ -45,7 +45,7 @@ export type RawMarkerInput = {
  */
 function parseText(raw: string, code: ErrorCode, field: string, min: number, max: number): string {
   const text = trimWhiteSpace(raw);
-  const length = [...text].length;
+  const length = codePointLength(text);
   if (length < min || length > max)
     throw new DomainError(code, `${field} must be ${min > 0 ? `${min} to ` : "at most "}${max} characters`);
   if (hasControl(text)) throw new DomainError(code, `${field} must not contain control characters`);

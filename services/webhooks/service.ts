@@ -96,7 +96,7 @@ function eventsViolation(events: readonly string[]): FieldViolation | undefined 
   if (unknown.length > 0) detail = `unknown event name ${JSON.stringify(unknown[0])}; ${valid}`;
   else if (events.length === 0) detail = `events must name at least one event; ${valid}`;
   else if (events.length > SUBSCRIPTION_EVENTS_MAX)
-    detail = `events may name at most ${SUBSCRIPTION_EVENTS_MAX} events`;
+    detail = `events may name at most ${SUBSCRIPTION_EVENTS_MAX} events; ${valid}`;
   else if (new Set(events).size !== events.length) detail = `events must not repeat a name; ${valid}`;
   return detail === undefined ? undefined : { field: "events", code: "VALIDATION_ERROR", detail };
 }

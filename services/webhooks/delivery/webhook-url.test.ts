@@ -48,6 +48,10 @@ describe("vetWebhookUrl", () => {
     ["https://user@hooks.example.com/", /user-info/],
     ["https://user:pass@hooks.example.com/", /user-info/],
     ["https://:pass@hooks.example.com/", /user-info/],
+    ["https://@hooks.example.com/", /user-info/],
+    ["https://:@hooks.example.com/", /user-info/],
+    ["HTTPS:\\\\@hooks.example.com/", /user-info/],
+    [" https://@hooks.example.com/", /user-info/],
   ])("refuses %s", async (url, detail) => {
     expect(await detailOf(url)).toMatch(detail);
   });
@@ -56,6 +60,14 @@ describe("vetWebhookUrl", () => {
     const base = "https://hooks.example.com/";
     expect(await detailOf(base + "a".repeat(2048 - base.length))).toBeUndefined();
     expect(await detailOf(base + "a".repeat(2049 - base.length))).toMatch(/at most 2048/);
+    // Code points, not UTF-16 units (decisions.md §1): 2048 of them accepted even as 4000 units.
+    const astral = "\u{1F600}".repeat(1_000);
+    expect(await detailOf(base + astral + "a".repeat(1048 - base.length))).toBeUndefined();
+    expect(await detailOf(base + astral + "a".repeat(1049 - base.length))).toMatch(/at most 2048/);
+  });
+
+  it("keeps an @ of the path or query, which is no user-info", async () => {
+    expect(await detailOf("https://hooks.example.com/a@b?c=@d#@e")).toBeUndefined();
   });
 
   it.each([

@@ -1,4 +1,5 @@
 import type { FieldViolation } from "../../../lib/errors.js";
+import { codePointLength } from "../../../lib/text.js";
 import { type AllowTargets, describeBlocked, firstBlocked, type Resolver, resolveHost, targetKey } from "./target.js";
 
 export const WEBHOOK_URL_LENGTH_MAX = 2048;
@@ -13,7 +14,9 @@ export type WebhookUrlDeps = { resolve: Resolver; allowTargets: AllowTargets };
  * and vets it again.
  */
 export async function vetWebhookUrl(text: string, deps: WebhookUrlDeps): Promise<FieldViolation | undefined> {
-  if (text.length > WEBHOOK_URL_LENGTH_MAX)
+  // In code points (decisions.md §1); a code point is one or two UTF-16 units, so far longer text
+  // is refused before it is walked.
+  if (text.length > 2 * WEBHOOK_URL_LENGTH_MAX || codePointLength(text) > WEBHOOK_URL_LENGTH_MAX)
     return violation(`url must be at most ${WEBHOOK_URL_LENGTH_MAX} characters`);
   let url: URL;
   try {
@@ -22,7 +25,8 @@ export async function vetWebhookUrl(text: string, deps: WebhookUrlDeps): Promise
     return violation("url must be an absolute https URL");
   }
   if (url.protocol !== "https:") return violation("url must use https");
-  if (url.username !== "" || url.password !== "") return violation("url must not contain user-info");
+  if (url.username !== "" || url.password !== "" || hasEmptyUserInfo(text))
+    return violation("url must not contain user-info");
   if (deps.allowTargets.has(targetKey(url.hostname, url.port))) return undefined;
   let addresses: string[];
   try {
@@ -32,6 +36,17 @@ export async function vetWebhookUrl(text: string, deps: WebhookUrlDeps): Promise
   }
   const blocked = firstBlocked(addresses);
   return blocked && violation(`url host ${describeBlocked(blocked.address, blocked.reason)}`);
+}
+
+/**
+ * `https://@host/` and `https://:@host/`: user-info that is there but empty, which the WHATWG
+ * parser drops (username and password both ""). The authority is read as the parser reads it: tab
+ * and newline removed, leading C0 controls and spaces skipped, a backslash read as a slash.
+ */
+function hasEmptyUserInfo(text: string): boolean {
+  const cleaned = text.replace(/[\t\n\r]/g, "").replace(/^[\u0000-\u0020]+/, "");
+  const authority = /^https:[/\\]*([^/\\?#]*)/i.exec(cleaned)?.[1] ?? "";
+  return authority.includes("@");
 }
 
 function violation(detail: string): FieldViolation {
