@@ -44,8 +44,10 @@ export async function vetWebhookUrl(text: string, deps: WebhookUrlDeps): Promise
  * and newline removed, leading C0 controls and spaces skipped, a backslash read as a slash.
  */
 function hasEmptyUserInfo(text: string): boolean {
-  const cleaned = text.replace(/[\t\n\r]/g, "").replace(/^[\u0000-\u0020]+/, "");
-  const authority = /^https:[/\\]*([^/\\?#]*)/i.exec(cleaned)?.[1] ?? "";
+  const cleaned = text.replace(/[\t\n\r]/g, "");
+  let start = 0;
+  while (start < cleaned.length && cleaned.charCodeAt(start) <= 0x20) start++;
+  const authority = /^https:[/\\]*([^/\\?#]*)/i.exec(cleaned.slice(start))?.[1] ?? "";
   return authority.includes("@");
 }
 
