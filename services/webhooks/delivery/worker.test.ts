@@ -162,7 +162,7 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
       return rows;
     };
     // Nothing listens: the first attempts fail as refused connections, and the schedule would spend
-    // the second 100 ms later; the breaker holds them instead (for at most the schedule's length).
+    // the second 100 ms later; the breaker holds them instead (for at most UNREACHABLE_HOLD_MS).
     worker({ retryScheduleMs: [0, 100, 60_000] }, [port]);
     await pollUntil(attempts, (rows) => rows.some((r) => r.attempt_count === 1), 5_000);
     await new Promise((resolve) => setTimeout(resolve, 1_500));
@@ -174,6 +174,26 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
     onTestFinished(() => back.close());
     await back.waitForRequests("/down", 5, 10_000);
     await pollUntil(attempts, (rows) => rows.every((r) => r.status === "succeeded"), 10_000);
+  });
+
+  it("holds an unreachable receiver once, for its bound: then the deliveries follow the schedule to failed", async () => {
+    const [port] = (await freePorts(1)) as [number];
+    const { subscriptionId } = await subscriptionWith(3, `https://127.0.0.1:${port}/gone`);
+    const state = async () => {
+      const { rows } = await db.query<{ attempt_count: number; status: string }>(
+        "SELECT attempt_count, status FROM webhooks.delivery WHERE subscription_id = $1",
+        [subscriptionId],
+      );
+      return rows;
+    };
+    // Five attempts 100 ms apart, the hold 2 s. Held once: ~2-3 s (the probe round notices the
+    // bound) and ~0.4 s of schedule. A hold again after each failure would take 2 s more per
+    // attempt (10 s in all); a hold as long as the schedule, the first's, never ends here.
+    worker({ retryScheduleMs: [0, 100, 100, 100, 100], unreachableHoldMs: 2_000 }, [port]);
+    const started = Date.now();
+    await pollUntil(state, (rows) => rows.length === 3 && rows.every((r) => r.status === "failed"), 15_000);
+    expect(Date.now() - started).toBeLessThan(7_000);
+    expect(await state()).toEqual(Array(3).fill({ attempt_count: 5, status: "failed" }));
   });
 
   it("makes a new event's first attempts at once and stores each with its delivery; one that outlasts the wait is recorded after the fan-out commits, and dropped when it does not", async () => {

@@ -25,6 +25,8 @@ export type DeliveryWorkerDeps = {
   perSubscription?: number;
   /** The poll between rounds when nothing wakes the worker (other replicas' leases and caps). */
   intervalMs?: number;
+  /** How long an unreachable receiver's deliveries are held at most (UNREACHABLE_HOLD_MS). */
+  unreachableHoldMs?: number;
 };
 
 /** One event's first attempts (attemptFirst), for its fan-out to store; `settled` says whether it committed. */
@@ -68,6 +70,12 @@ const CLAIM_GATHER_MS = 5;
 export const FIRST_ATTEMPT_WAIT_MS = 250;
 /** How often a receiver that could not be reached is probed for its return. */
 export const PROBE_INTERVAL_MS = 1_000;
+/**
+ * How long the deliveries of a receiver that cannot be reached are held at most: an outage of a
+ * deploy's length drains at once when the receiver is back, and a longer one costs the schedule
+ * this much once (each wait is otherwise lengthened by 0-20% only, decisions.md §6).
+ */
+export const UNREACHABLE_HOLD_MS = 5 * 60_000;
 
 /**
  * The delivery worker (decisions.md §6). Each round claims due deliveries under leases, as many as
@@ -115,15 +123,19 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   // claimed, so no attempt is spent on a receiver that is down and no wait is shortened; a probe
   // (a connection, no request) every PROBE_INTERVAL_MS finds it back, and its backlog goes at once.
   // Per replica and in memory: a restarted replica learns it again from one failed attempt. Held
-  // no longer than the whole schedule: a receiver gone for good then uses up its attempts and its
-  // deliveries end failed, as the schedule says.
+  // no longer than the hold's bound, and only once while the receiver stays unreachable
+  // (`unheld`): its deliveries then follow the schedule, each failing attempt counted, so a
+  // receiver gone for good ends its deliveries failed when the schedule says, not a hold later.
   const unreachable = new Map<string, { url: string; since: number; probing: boolean }>();
-  const holdMaxMs = deps.retryScheduleMs.reduce((sum, ms) => sum + ms, 0);
+  const unheld = new Set<string>();
+  const holdMaxMs = deps.unreachableHoldMs ?? UNREACHABLE_HOLD_MS;
   let probes: NodeJS.Timeout | undefined;
   const probeUnreachable = () => {
     for (const [subscriptionId, entry] of unreachable) {
       if (Date.now() - entry.since > holdMaxMs) {
         unreachable.delete(subscriptionId);
+        unheld.add(subscriptionId);
+        log.info({ subscriptionId }, "receiver still unreachable; its deliveries follow the schedule");
         nudge();
         continue;
       }
@@ -171,7 +183,8 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       eventId: row.event_id,
       body: row.body,
     });
-    if (result.unreachable && !unreachable.has(row.subscription_id)) {
+    if (!result.unreachable) unheld.delete(row.subscription_id);
+    else if (!unreachable.has(row.subscription_id) && !unheld.has(row.subscription_id)) {
       unreachable.set(row.subscription_id, { url: row.url, since: Date.now(), probing: false });
       log.warn(
         { subscriptionId: row.subscription_id, error: result.error, ...traceLogFields(span.trace) },
