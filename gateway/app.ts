@@ -249,7 +249,8 @@ function knownPaths(routes: readonly Route[]): (path: string) => string[] | unde
   for (const [path, method] of [...routes.map((r) => [r.path, r.method]), ...unrouted]) {
     const key = path as string;
     const entry = patterns.get(key) ?? {
-      pattern: new RegExp(`^${key.replace(/:[^/]+/g, "[^/]+")}$`),
+      // Literal but for the :params (the "." of /openapi.json is a dot, not any character).
+      pattern: new RegExp(`^${key.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+")}$`),
       methods: new Set<string>(),
     };
     entry.methods.add(method as string);

@@ -70,7 +70,7 @@ function sign(
 ): Params {
   const at = target.indexOf("?");
   const path = at === -1 ? target : target.slice(0, at);
-  const query = opts.query ?? canonicalQuery(at === -1 ? "" : target.slice(at + 1));
+  const query = opts.query ?? canonicalQuery(at === -1 ? "" : target.slice(at));
   if (query === undefined) throw new Error(`cannot canonicalise ${target}; pass opts.query`);
   const tenant = opts.tenant ?? signer.tenant;
   const ts = String(opts.ts ?? Date.now());

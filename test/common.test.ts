@@ -126,6 +126,8 @@ describe.each(sharedSystems())("common answer shape ($mode)", (sys) => {
       ["DELETE", `/v1/webhooks/${id}/deliveries/${id}`],
       ["GET", "/v2/replays"],
       ["GET", "/V1/REPLAYS"],
+      // The route table's paths are literal: the "." of /openapi.json matches a dot only.
+      ["GET", "/openapiXjson"],
     ];
     for (const [method, path] of routes) {
       for (const [who, headers] of [
@@ -335,7 +337,19 @@ describe.each(sharedSystems())("common answer shape ($mode)", (sys) => {
           `${where} body ${JSON.stringify(raw)}`,
         );
       }
+      // JSON is UTF-8: a byte that is not (0xFF), or a lone continuation byte, is a malformed body,
+      // not a name with U+FFFD in it.
+      for (const bytes of [[0xff], [0x80]]) {
+        const raw = Buffer.concat([Buffer.from('{"name":"a'), Buffer.from(bytes), Buffer.from('"}')]);
+        expectProblem(
+          await send(url0, method, path, { rawBody: raw, headers: t.bearer() }),
+          400,
+          "INVALID_BODY",
+          `${where} body with 0x${bytes[0]?.toString(16)}`,
+        );
+      }
     }
+    expect((await send(url0, "GET", "/v1/api/servers/pending", { headers: t.bearer() })).body.pending).toEqual([]);
     // A signed route: no signature is the 401, before the body is looked at.
     expectProblem(
       await send(url0, "POST", "/v1/webhooks", { rawBody: "{not json" }),

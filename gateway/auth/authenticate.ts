@@ -57,7 +57,9 @@ export function createAuthenticator(deps: { db: Queryable; keyCache: KeyCache; n
       const { tenant, ts, nonce, kid, sig } = parsed.params;
       const tenantId = tenant.toLowerCase();
       const key = await store.findSigningKeyByKid(db, kid);
-      const query = canonicalQuery(req.rawQuery);
+      // canonicalQuery takes the query as URL.search has it and drops one leading "?": the query
+      // after the URL's first "?" may begin with another, which is part of what was signed.
+      const query = canonicalQuery(`?${req.rawQuery}`);
       const invalid = () => new DomainError("INVALID_SIGNATURE", "the signature does not match the request");
       if (!key || key.tenant_id !== tenantId || query === undefined) throw invalid();
       const expected = hmacSha256Hex(
@@ -79,8 +81,10 @@ export function createAuthenticator(deps: { db: Queryable; keyCache: KeyCache; n
       if (!(Math.abs(now() - tsMs) <= SIGNATURE_WINDOW_MS)) {
         throw new DomainError("REQUEST_EXPIRED", "ts is more than 300 seconds from the server's time");
       }
-      // Remembered until the request's own window closes; after that it is REQUEST_EXPIRED anyway.
-      const fresh = await store.insertNonce(db, kid, nonce, new Date(tsMs + SIGNATURE_WINDOW_MS + 1000));
+      // Remembered for a whole window from the later of its ts and now: a replay of the request is
+      // REQUEST_EXPIRED after its own window, and a fresh ts reusing the nonce still finds it.
+      const keepUntil = Math.max(tsMs, now()) + SIGNATURE_WINDOW_MS + 1000;
+      const fresh = await store.insertNonce(db, kid, nonce, new Date(keepUntil));
       if (!fresh) throw new DomainError("NONCE_REUSED", "this nonce was already used with this key");
       return tenantId;
     },

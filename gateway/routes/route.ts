@@ -68,14 +68,19 @@ export type RouteDoc = {
   errors: readonly ErrorCode[];
 };
 
+/**
+ * JSON is UTF-8 (RFC 8259 §8.1): bytes that are not are a malformed body, not text to repair with
+ * U+FFFD. A leading BOM stays, so JSON.parse refuses it as before.
+ */
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 /** The body as a JSON object, or INVALID_BODY (decisions.md §1: first in every validation order). */
 export function readJsonObject(call: RouteCall): Record<string, unknown> {
-  const text = call.body?.toString("utf8") ?? "";
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    value = JSON.parse(call.body ? utf8.decode(call.body) : "");
   } catch {
-    throw new DomainError("INVALID_BODY", "the body is not valid JSON");
+    throw new DomainError("INVALID_BODY", "the body is not valid JSON (UTF-8)");
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw new DomainError("INVALID_BODY", "the body must be a JSON object");
