@@ -19,7 +19,7 @@ describe.each(testDbModes())("signed requests ($name database)", ({ open }) => {
   beforeAll(async () => {
     const testDb = await open("identity");
     db = testDb.db;
-    dispose = () => testDb[Symbol.asyncDispose]();
+    dispose = async () => await testDb[Symbol.asyncDispose]();
     await db.transaction((tx) =>
       insertTenant(tx, tenant, {
         name: "t",
