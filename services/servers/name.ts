@@ -1,5 +1,5 @@
 import { DomainError } from "../../lib/errors.js";
-import { hasControl, trimWhiteSpace } from "../../lib/text.js";
+import { codePointLength, hasControl, trimWhiteSpace } from "../../lib/text.js";
 
 /**
  * A server or category name: trimmed of white space at both ends, then 1 to 64 code points with no
@@ -9,7 +9,7 @@ export function parseName(raw: string, malformed = false): string {
   if (malformed)
     throw new DomainError("INVALID_NAME", "name must be a string of 1 to 64 characters with no control characters");
   const name = trimWhiteSpace(raw);
-  const length = [...name].length;
+  const length = codePointLength(name);
   if (length < 1 || length > 64)
     throw new DomainError("INVALID_NAME", "name must be 1 to 64 characters after trimming");
   if (hasControl(name)) throw new DomainError("INVALID_NAME", "name must not contain control characters");
