@@ -78,13 +78,15 @@ async function main(): Promise<void> {
 
   const reason = await stopping;
   log.info({ reason }, "draining");
-  // Last resort against a leaked handle: the drain itself is bounded by GRACE_MS in each part.
+  // Last resort against a leaked handle: the drain itself ends by the parts' shared deadline.
   setTimeout(() => {
     log.error("shutdown did not finish in time; exiting");
     process.exit(0);
   }, GRACE_MS + 5_000).unref();
-  // The gateway is first in `parts`, so nothing new reaches the services while they drain.
-  for (const part of parts) await part.close().catch((err) => log.error({ err }, "close failed"));
+  // The gateway is first in `parts`, so nothing new reaches the services while they drain; all of
+  // them share one deadline (operations.md: in-flight work gets up to 10 s in all).
+  const deadline = Date.now() + GRACE_MS;
+  for (const part of parts) await part.close(deadline).catch((err) => log.error({ err }, "close failed"));
   await platform.close();
   await otel?.stop();
   process.exitCode = 0;

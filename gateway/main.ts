@@ -18,8 +18,8 @@ import { boundUrl } from "../lib/rpc/bound-url.js";
 import { createTransportPool } from "../lib/rpc/clients.js";
 import { createHealthService } from "../lib/rpc/health.js";
 import { createRpcServer } from "../lib/rpc/server.js";
-import { openSchema, type Running, schemaMigrations } from "../lib/service-host.js";
-import { startWorker } from "../lib/worker/worker.js";
+import { msUntil, openSchema, type Running, schemaMigrations } from "../lib/service-host.js";
+import { DRAIN_MS, startWorker } from "../lib/worker/worker.js";
 import { createIdentityAdminService } from "./admin.js";
 import { buildApp } from "./app.js";
 import { createAuthenticator } from "./auth/authenticate.js";
@@ -147,11 +147,11 @@ export async function start(config: Config, platform: Platform): Promise<Running
     port: port.port,
     internalPort: admin.port,
     fresh,
-    async close() {
+    async close(deadline = Date.now() + DRAIN_MS) {
       // Stop taking requests first (in-flight ones finish), then the background work, then the pool.
-      await Promise.all([app.close(), admin.close()]);
+      await Promise.all([app.close(), admin.close(msUntil(deadline))]);
       await stopRevocations();
-      await Promise.all([nonceSweep.stop(), schema.stop()]);
+      await Promise.all([nonceSweep.stop(msUntil(deadline)), schema.stop(msUntil(deadline))]);
       await Promise.all([db.close(), pool.close()]);
     },
   };

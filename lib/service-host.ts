@@ -12,10 +12,20 @@ import { watchOutbox } from "./metrics.js";
 import type { Platform } from "./platform.js";
 import { createHealthService } from "./rpc/health.js";
 import { createRpcServer } from "./rpc/server.js";
-import { startWorker, type WorkerSpec } from "./worker/worker.js";
+import { DRAIN_MS, startWorker, type WorkerSpec } from "./worker/worker.js";
 
 /** A started process part: its RPC address, and how to stop it (drain, then release). */
-export type Running = { url: string; close(): Promise<void> };
+/**
+ * A started part of a process. `close` drains it by `deadline` (Date.now() milliseconds; DRAIN_MS
+ * from the call when absent): the parts of one process share one deadline, so the whole stop takes
+ * operations.md's "up to 10 s", not 10 s per part and step.
+ */
+export type Running = { url: string; close(deadline?: number): Promise<void> };
+
+/** The milliseconds left until `deadline`, never negative. */
+export function msUntil(deadline: number): number {
+  return Math.max(0, deadline - Date.now());
+}
 
 /** What a service is built from: its schema's database, the bus, the blob store, the configuration and the clock. */
 export type ServiceDeps = { db: Db; bus: Bus; blobs: BlobStore; config: Config; now: () => Date };
@@ -43,7 +53,7 @@ export async function schemaMigrations(schema: string, migrationsDir?: string): 
 }
 
 /** A schema opened for a process part: its pool, migrated, with its outbox relay and event retention running. */
-export type OpenSchema = { db: Db; stop(): Promise<void> };
+export type OpenSchema = { db: Db; stop(graceMs?: number): Promise<void> };
 
 /**
  * What every owner of a schema runs, a service or the gateway: the migrations (the outbox and inbox
@@ -67,9 +77,9 @@ export async function openSchema(
   });
   return {
     db,
-    async stop() {
+    async stop(graceMs) {
       unwatch();
-      await Promise.all([relay.stop(), retention.stop()]);
+      await Promise.all([relay.stop(graceMs), retention.stop(graceMs)]);
     },
   };
 }
@@ -77,8 +87,9 @@ export async function openSchema(
 /**
  * Starts one service the same way in both run modes: its schema's migrations (the outbox and
  * inbox first), the outbox relay and the event retention worker, its consumers and workers, then
- * the RPC server with grpc.health.v1 on config.http. Stopping reverses it: stop accepting and drain
- * RPCs, stop consumers and workers (each round gets the 10 s drain), then the relay, then the pool.
+ * the RPC server with grpc.health.v1 on config.http. Stopping reverses it, all by one deadline: stop
+ * accepting and drain RPCs, stop consumers and workers (a round still running when the deadline
+ * comes is aborted), then the relay, then the pool.
  */
 export async function startService(spec: ServiceSpec, config: Config, platform: Platform): Promise<Running> {
   const schema = await openSchema(spec.name, await schemaMigrations(spec.name, spec.migrationsDir), config, platform);
@@ -104,10 +115,13 @@ export async function startService(spec: ServiceSpec, config: Config, platform: 
   });
   return {
     url: server.url,
-    async close() {
-      await server.close();
-      await Promise.all([...stopConsumers.map((stop) => stop()), ...workers.map((worker) => worker.stop())]);
-      await schema.stop();
+    async close(deadline = Date.now() + DRAIN_MS) {
+      await server.close(msUntil(deadline));
+      await Promise.all([
+        ...stopConsumers.map((stop) => stop()),
+        ...workers.map((worker) => worker.stop(msUntil(deadline))),
+      ]);
+      await schema.stop(msUntil(deadline));
       await db.close();
     },
   };

@@ -73,6 +73,10 @@ export function createDualListener(
     // A connection that never says which protocol it speaks does not keep its socket.
     socket.setTimeout(SNIFF_TIMEOUT_MS, () => socket.destroy());
   });
+  // h1 never listens itself, and node's http server tracks its connections (closeIdleConnections,
+  // closeAllConnections, the headersTimeout and requestTimeout checks) only from its 'listening'
+  // event: without it a drain never closed a connection whose request hung, nor an idle one.
+  server.on("listening", () => h1.emit("listening"));
   return {
     server,
     async close(graceMs) {
