@@ -323,14 +323,8 @@ function certificates(
   problems: string[],
 ): string | undefined {
   const path = value(name);
-  if (path === undefined) return undefined;
-  let pem: string;
-  try {
-    pem = readFile(path);
-  } catch (err) {
-    problems.push(`${name} "${path}" cannot be read: ${(err as Error).message}`);
-    return undefined;
-  }
+  const pem = path === undefined ? undefined : fileNamedBy(name, path, readFile, problems);
+  if (pem === undefined) return undefined;
   if (!pem.includes("-----BEGIN CERTIFICATE-----")) {
     problems.push(`${name} "${path}" holds no PEM certificate`);
     return undefined;
@@ -356,18 +350,29 @@ function secret(
   }
   let text = inline;
   if (file !== undefined) {
-    try {
-      text = readFile(file).trim();
-    } catch (err) {
-      problems.push(`${name}_FILE "${file}" cannot be read: ${(err as Error).message}`);
-      return undefined;
-    }
+    text = fileNamedBy(`${name}_FILE`, file, readFile, problems)?.trim();
+    if (text === undefined) return undefined;
   }
   if (text !== undefined && !new RegExp(`^[\\x21-\\x7e]{${MIN_SECRET_LENGTH},4096}$`).test(text)) {
     problems.push(`${name} must be ${MIN_SECRET_LENGTH} to 4096 visible ASCII characters (e.g. openssl rand -hex 32)`);
     return undefined;
   }
   return text;
+}
+
+/** The text of the file `variable` names, or undefined with the problem of a file that cannot be read. */
+function fileNamedBy(
+  variable: string,
+  path: string,
+  readFile: (path: string) => string,
+  problems: string[],
+): string | undefined {
+  try {
+    return readFile(path);
+  } catch (err) {
+    problems.push(`${variable} "${path}" cannot be read: ${(err as Error).message}`);
+    return undefined;
+  }
 }
 
 /** Whether a listen address is reachable from this machine only. */
