@@ -4,8 +4,8 @@
 // PORT (0 = any). Prints {"port":N} once listening; SIGTERM stops it.
 import Fastify from "fastify";
 import { createPgDb } from "../../lib/db/db.js";
-import { isOnline } from "../../services/servers/status.js";
 import { listServersByTenant } from "../../services/servers/store.js";
+import { serversJson } from "./servers-json.js";
 
 const { DATABASE_URL: databaseUrl, TENANT_ID: tenantId, PORT: port = "0" } = process.env;
 if (!databaseUrl || !tenantId) throw new Error("baseline-server needs DATABASE_URL and TENANT_ID");
@@ -17,19 +17,7 @@ const db = createPgDb({ url: databaseUrl, schema: "servers", poolMax: 10, applic
 const app = Fastify();
 app.get("/v1/api/servers", async (_req, reply) => {
   const rows = await listServersByTenant(db, tenantId);
-  const now = new Date();
-  // gateway/routes/servers.ts serverEntry's shape.
-  const servers = rows.map((row) => ({
-    id: row.server_id,
-    name: row.name,
-    status: isOnline(row.state, row.last_seen_at, now) ? "online" : "offline",
-    lastSeenAt: row.last_seen_at ? row.last_seen_at.toISOString() : null,
-    pluginVersion: row.plugin_version ?? null,
-    replayCount: Number(row.replay_count),
-    categoryId: row.category_id ?? null,
-    state: row.state === "deauthorised" ? "deauthorised" : "connected",
-  }));
-  return reply.type("application/json").send(JSON.stringify({ servers }));
+  return reply.type("application/json").send(serversJson(rows, new Date()));
 });
 
 await app.listen({ port: Number(port), host: "127.0.0.1" });

@@ -4,11 +4,7 @@
 // own benchmark, `npm run bench embedded`).
 import { cpus } from "node:os";
 import { isDeepStrictEqual } from "node:util";
-import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
 import pg from "pg";
-import { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
-import { trustedHeaders } from "../../lib/rpc/context.js";
 import { provisionTenant } from "../http.js";
 import { type System, startDistributedSystem } from "../system.js";
 import { type ChildServer, startChildServer, systemCpuGroups } from "./child-server.js";
@@ -44,9 +40,10 @@ export async function run(_args: string[]): Promise<void> {
   });
   const distributedReadyMs = performance.now() - distributedStartMs;
   let baseline: ChildServer | undefined;
+  let floorBack: ChildServer | undefined;
+  let floorFront: ChildServer | undefined;
   const runs: Run[] = [];
   let servers: ServersFixture;
-  let rpcEncoding: RpcEncoding | undefined;
   try {
     const databaseUrl = sys.databaseUrl;
     if (!databaseUrl) throw new Error("startDistributedSystem() returned no databaseUrl");
@@ -111,10 +108,9 @@ export async function run(_args: string[]): Promise<void> {
     if (serversRpcUrl) {
       const rpc = { kind: "connect-list-servers", baseUrl: serversRpcUrl, tenantId: servers.tenantId } as const;
       parts.push(
-        ["rpc-direct", rpc, BREAKDOWN_CONNECTIONS],
-        ["rpc-no-gzip", { ...rpc, acceptCompression: false }, [64]],
+        ["rpc-direct", { ...rpc, transport: "lean" }, BREAKDOWN_CONNECTIONS],
+        ["rpc-h2c", { ...rpc, transport: "connect-h2c" }, [64]],
       );
-      rpcEncoding = await probeRpcEncoding(serversRpcUrl, servers.tenantId);
     } else {
       progress("could not find the servers service's port; skipping the direct RPC part of the breakdown");
     }
@@ -122,12 +118,34 @@ export async function run(_args: string[]): Promise<void> {
       for (const [target, loadTarget, counts] of parts)
         if (counts.includes(connections)) await load(target, loadTarget, connections);
     }
+
+    // The floor: the same answer from the least two processes can do (floor-front.ts, floor-back.ts),
+    // alternated with the baseline at 64, so the ratio says what two processes and a hop cost at least.
+    floorBack = await startChildServer("floor-back", { DATABASE_URL: databaseUrl });
+    floorFront = await startChildServer("floor-front", { BACK_URL: floorBack.url, TENANT_ID: servers.tenantId });
+    await expectSameBody("the floor", `${floorFront.url}/v1/api/servers`, undefined, baseline.url);
+    // The floor's processes read in the gateway and servers columns.
+    const floorPids: Record<string, number[]> = { gateway: [floorFront.pid], servers: [floorBack.pid] };
+    const floorGroups = cpuGroups.map((g) => ({
+      label: g.label,
+      pids: floorPids[g.label] ?? g.pids,
+      cmdlineIncludes: g.cmdlineIncludes,
+    }));
+    const floorRounds = await runAlternating(
+      ["floor-baseline", "floor"],
+      { "floor-baseline": targets.baseline, floor: { kind: "http", url: `${floorFront.url}/v1/api/servers` } },
+      { connections: 64, durationS: env.durationS, warmupS: env.warmupS, cpuGroups: floorGroups },
+    );
+    record("floor-baseline", 64, floorRounds["floor-baseline"] as LoadResult);
+    record("floor", 64, floorRounds.floor as LoadResult);
   } finally {
+    await floorFront?.stop();
+    await floorBack?.stop();
     await baseline?.stop();
     await sys.stop();
   }
 
-  const report = buildReport(runs, rpcEncoding);
+  const report = buildReport(runs);
   const results = {
     benchmark: "gateway",
     startedAt: startedAt.toISOString(),
@@ -137,11 +155,11 @@ export async function run(_args: string[]): Promise<void> {
     warmupS: env.warmupS,
     seededServers: SEEDED_SERVERS,
     responseBytes: servers.bodyBytes,
-    rpcEncoding,
     distributedReadyMs,
     ratios: report.ratios,
     ratioAt64: report.ratios[64],
     ratioTarget: RATIO_TARGET,
+    floorRatioAt64: report.floorRatio,
     runs,
   };
   const path = await writeResults("gateway", results, startedAt);
@@ -160,6 +178,7 @@ export async function run(_args: string[]): Promise<void> {
         bench: "gateway",
         ratio: Object.fromEntries(CONNECTIONS.map((c) => [String(c), round(report.ratios[c], 2) ?? null])),
         target: { connections: 64, ratio: RATIO_TARGET, met: (report.ratios[64] ?? 0) >= RATIO_TARGET },
+        floor: { "64": round(report.floorRatio, 2) ?? null },
       }),
       "",
     ].join("\n"),
@@ -195,32 +214,43 @@ async function prepareServers(sys: System, databaseUrl: string): Promise<Servers
 
 /** Both sides must do the same work: the same 200 body (the gateway's 403 for the unscoped key). */
 async function checkSameAnswer(gatewayUrl: string, fixture: ServersFixture, baselineUrl: string): Promise<void> {
-  const get = async (url: string, key?: string) => {
-    const res = await fetch(url, {
-      headers: key ? { authorization: `Bearer ${key}` } : {},
-      signal: AbortSignal.timeout(10_000),
-    });
-    return { status: res.status, text: await res.text() };
-  };
-  const [viaGateway, viaBaseline, unscoped] = await Promise.all([
-    get(`${gatewayUrl}/v1/api/servers`, fixture.key),
-    get(`${baselineUrl}/v1/api/servers`),
+  const [text, unscoped] = await Promise.all([
+    expectSameBody("the gateway", `${gatewayUrl}/v1/api/servers`, fixture.key, baselineUrl),
     get(`${gatewayUrl}/v1/api/servers`, fixture.unscopedKey),
   ]);
-  if (viaGateway.status !== 200 || viaBaseline.status !== 200) {
-    throw new Error(
-      `expected 200 from both: gateway ${viaGateway.status} ${viaGateway.text}, baseline ${viaBaseline.status} ${viaBaseline.text}`,
-    );
-  }
-  const body = JSON.parse(viaGateway.text) as { servers: unknown[] };
-  if (body.servers.length !== SEEDED_SERVERS || !isDeepStrictEqual(body, JSON.parse(viaBaseline.text))) {
-    throw new Error(
-      `the gateway and the baseline answer differently:\ngateway:  ${viaGateway.text}\nbaseline: ${viaBaseline.text}`,
-    );
-  }
   if (unscoped.status !== 403)
     throw new Error(`expected 403 for the key without servers:read, got ${unscoped.status} ${unscoped.text}`);
-  fixture.bodyBytes = Buffer.byteLength(viaGateway.text);
+  fixture.bodyBytes = Buffer.byteLength(text);
+}
+
+/** `url` answers 200 with the baseline's body, listing every seeded server; returns that body. */
+async function expectSameBody(
+  name: string,
+  url: string,
+  key: string | undefined,
+  baselineUrl: string,
+): Promise<string> {
+  const [viaTarget, viaBaseline] = await Promise.all([get(url, key), get(`${baselineUrl}/v1/api/servers`)]);
+  if (viaTarget.status !== 200 || viaBaseline.status !== 200) {
+    throw new Error(
+      `expected 200 from both: ${name} ${viaTarget.status} ${viaTarget.text}, baseline ${viaBaseline.status} ${viaBaseline.text}`,
+    );
+  }
+  const body = JSON.parse(viaTarget.text) as { servers: unknown[] };
+  if (body.servers.length !== SEEDED_SERVERS || !isDeepStrictEqual(body, JSON.parse(viaBaseline.text))) {
+    throw new Error(
+      `${name} and the baseline answer differently:\n${name}: ${viaTarget.text}\nbaseline: ${viaBaseline.text}`,
+    );
+  }
+  return viaTarget.text;
+}
+
+async function get(url: string, key?: string): Promise<{ status: number; text: string }> {
+  const res = await fetch(url, {
+    headers: key ? { authorization: `Bearer ${key}` } : {},
+    signal: AbortSignal.timeout(10_000),
+  });
+  return { status: res.status, text: await res.text() };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -232,37 +262,12 @@ function rpcUrlOf(pid: number): string | undefined {
   return ports.length === 1 ? `http://127.0.0.1:${ports[0]}` : undefined;
 }
 
-type RpcEncoding = { contentEncoding: string; bytes: number; uncompressedBytes: number };
-
-/** How the servers service sends a ListServers response to a client with the gateway's transport settings. */
-async function probeRpcEncoding(baseUrl: string, tenantId: string): Promise<RpcEncoding> {
-  const call = async (acceptCompression: boolean) => {
-    const transport = createConnectTransport({
-      baseUrl,
-      httpVersion: "2",
-      useBinaryFormat: true,
-      ...(acceptCompression ? {} : { acceptCompression: [] }),
-    });
-    let headers = new Headers();
-    await createClient(ServersService, transport).listServers(
-      {},
-      { headers: trustedHeaders({ tenantId }), onHeader: (h) => (headers = h) },
-    );
-    return {
-      contentEncoding: headers.get("content-encoding") ?? "identity",
-      bytes: Number(headers.get("content-length") ?? Number.NaN),
-    };
-  };
-  const [asGateway, plain] = [await call(true), await call(false)];
-  return { contentEncoding: asGateway.contentEncoding, bytes: asGateway.bytes, uncompressedBytes: plain.bytes };
-}
-
 // ---------------------------------------------------------------------------------------------
 // Report.
 
 const CPU_LABELS = ["gateway", "servers", "postgres", "baseline", "other services", "generator"] as const;
 
-function buildReport(runs: Run[], rpcEncoding: RpcEncoding | undefined) {
+function buildReport(runs: Run[]) {
   const find = (target: string, connections: number) =>
     runs.find((r) => r.target === target && r.connections === connections)?.result;
   const { ratios, table } = baselineComparison(runs, CONNECTIONS);
@@ -274,16 +279,30 @@ function buildReport(runs: Run[], rpcEncoding: RpcEncoding | undefined) {
       "(the same JSON body; the gateway adds x-request-id and the RateLimit headers)",
   );
   const ratio64 = ratios[64];
+  const floor = find("floor", 64);
+  const floorBase = find("floor-baseline", 64);
+  const floorRatio = floor && floorBase && floorBase.rps > 0 ? floor.rps / floorBase.rps : undefined;
   lines.push(
     "",
     `ratio at 64 connections: ${round(ratio64, 2) ?? "-"} (target >= ${RATIO_TARGET}: ${ratio64 === undefined ? "not measured" : ratio64 >= RATIO_TARGET ? "met" : "NOT met"})`,
+    `the floor at 64 connections (the least two processes do, floor-front.ts + floor-back.ts, in ${ROUNDS} rounds with the baseline): ` +
+      `${floor ? Math.round(floor.rps) : "-"} vs ${floorBase ? Math.round(floorBase.rps) : "-"} req/s, ratio ${round(floorRatio, 2) ?? "-"}`,
   );
 
   // Where the time goes: CPU per request of every process, per run, at each breakdown connection count.
   const cpuHeaders = ["conns", "target", "req/s", ...CPU_LABELS, "attributed", "rest of machine", "machine busy %"];
   const cpuRows: Cell[][] = [];
   for (const connections of BREAKDOWN_CONNECTIONS) {
-    for (const target of ["baseline", "gateway", "healthz", "auth-403", "rpc-direct", "rpc-no-gzip"]) {
+    for (const target of [
+      "baseline",
+      "gateway",
+      "healthz",
+      "auth-403",
+      "rpc-direct",
+      "rpc-h2c",
+      "floor-baseline",
+      "floor",
+    ]) {
       const r = find(target, connections);
       if (!r || r.requests === 0) continue;
       cpuRows.push(cpuRow([connections, target], r, CPU_LABELS, cpus().length));
@@ -294,12 +313,16 @@ function buildReport(runs: Run[], rpcEncoding: RpcEncoding | undefined) {
     "where the time goes: CPU µs per request by process (from /proc around each measured run)",
     "  healthz    = GET /healthz on the gateway: HTTP/1.1 + Fastify alone",
     "  auth-403   = the servers route with a key lacking servers:read: + key lookup (cached), rate limit, scope, problem JSON; no RPC",
-    "  rpc-direct = ListServers straight to the servers service with the gateway's Connect transport (h2c, binary): RPC + SQL, no gateway;",
-    "               its generator is a Connect client loop, not autocannon, so its generator column is not comparable",
-    "  rpc-no-gzip = rpc-direct with a client that accepts no response compression",
+    "  rpc-direct = ListServers straight to the servers service with the gateway's own hop (lib/rpc/lean-transport.ts: Connect",
+    "               protocol, binary, HTTP/1.1 keep-alive): RPC + SQL, no gateway; its generator is a client loop, not autocannon,",
+    "               so its generator column is not comparable",
+    "  rpc-h2c    = rpc-direct with a stock connect-node client over one HTTP/2 session (what the hop cost before the lean path)",
+    "  floor      = the least two processes do for the same answer: Fastify passing on the bytes of one undici keep-alive request",
+    "               to a node:http process that runs the same query and JSON (floor-front.ts, floor-back.ts; no auth, RPC protocol",
+    "               or protobuf); its front and back read in the gateway and servers columns; alternated with floor-baseline",
     formatTable(cpuHeaders, cpuRows),
   );
-  lines.push("", ...explain(find, rpcEncoding));
+  lines.push("", ...explain(find));
 
   const latencyRows: Cell[][] = ["healthz", "auth-403", "baseline", "rpc-direct", "gateway"].flatMap((target) => {
     const r = find(target, 1);
@@ -311,14 +334,11 @@ function buildReport(runs: Run[], rpcEncoding: RpcEncoding | undefined) {
     formatTable(["target", "mean ms", "p50 ms", "p99 ms"], latencyRows),
   );
 
-  return { text: lines.join("\n"), ratios };
+  return { text: lines.join("\n"), ratios, floorRatio };
 }
 
 /** The 64-connection story in words: what the gateway path costs beyond the baseline, by process. */
-function explain(
-  find: (target: string, connections: number) => LoadResult | undefined,
-  rpcEncoding: RpcEncoding | undefined,
-): string[] {
+function explain(find: (target: string, connections: number) => LoadResult | undefined): string[] {
   const base = find("baseline", 64);
   const gw = find("gateway", 64);
   if (!base || !gw || base.requests === 0 || gw.requests === 0) return [];
@@ -335,14 +355,14 @@ function explain(
     "at 64 connections:",
     `  serving one request costs ${n(gwServe)} µs of CPU through the gateway against ${n(baseServe)} µs for the baseline ` +
       `(x${(gwServe / baseServe).toFixed(2)}; generator excluded); with the cores saturated that alone predicts a ratio near ${(baseServe / gwServe).toFixed(2)}.`,
-    `  of the extra ${n(gwServe - baseServe)} µs: the servers process ${n(us(gw, "servers"))} µs (h2c server, Connect, protobuf, its pg pool), ` +
+    `  of the extra ${n(gwServe - baseServe)} µs: the servers process ${n(us(gw, "servers"))} µs (its HTTP/1.1 server, Connect, protobuf, its pg pool), ` +
       `the gateway process ${n(us(gw, "gateway") - us(base, "baseline"))} µs more than the baseline's Fastify process ` +
       `(${n(us(gw, "gateway"))} vs ${n(us(base, "baseline"))}), Postgres ${n(us(gw, "postgres") - us(base, "postgres"))} µs.`,
   ];
   if (health && auth) {
     lines.push(
       `  inside the gateway process: HTTP + Fastify alone ${n(us(health, "gateway"))} µs (healthz); up to the scope check ${n(us(auth, "gateway"))} µs (auth-403); ` +
-        `the rest of its ${n(us(gw, "gateway"))} µs (~${n(us(gw, "gateway") - us(auth, "gateway"))} µs) is the Connect client call, protobuf decoding and the JSON reply.`,
+        `the rest of its ${n(us(gw, "gateway"))} µs (~${n(us(gw, "gateway") - us(auth, "gateway"))} µs) is the RPC client call, protobuf decoding and the JSON reply.`,
     );
   }
   if (rpc) {
@@ -351,14 +371,19 @@ function explain(
         `so neither hop alone is the limit: the two Node processes share 2 cores with Postgres and the generator.`,
     );
   }
-  const plain = find("rpc-no-gzip", 64);
-  if (rpc && plain && rpcEncoding) {
-    const how =
-      rpcEncoding.contentEncoding === "identity" ? "uncompressed" : `${rpcEncoding.contentEncoding}-compressed`;
+  const h2c = find("rpc-h2c", 64);
+  if (rpc && h2c) {
     lines.push(
-      `  the ListServers response travels ${how} to the gateway (${rpcEncoding.bytes} bytes; ${rpcEncoding.uncompressedBytes} without): ` +
-        `a client accepting no compression costs the servers process ${n(us(plain, "servers"))} µs per call instead of ${n(us(rpc, "servers"))} µs, ` +
-        `and the client ${n(us(plain, "generator"))} µs instead of ${n(us(rpc, "generator"))} µs (CPU per call; req/s of those two runs is not alternated).`,
+      `  a stock connect-node client over HTTP/2 to the same service: ${Math.round(h2c.rps)} req/s, the servers process ${n(us(h2c, "servers"))} µs ` +
+        `and its client ${n(us(h2c, "generator"))} µs per call, against ${n(us(rpc, "servers"))} µs and ${n(us(rpc, "generator"))} µs on the lean hop.`,
+    );
+  }
+  const floor = find("floor", 64);
+  if (floor) {
+    lines.push(
+      `  the floor's two processes spend ${n(us(floor, "gateway"))} µs (front) and ${n(us(floor, "servers"))} µs (back) per request, ` +
+        `Postgres ${n(us(floor, "postgres"))} µs: the gateway process costs x${(us(gw, "gateway") / us(floor, "gateway")).toFixed(2)} its front, ` +
+        `the servers process x${(us(gw, "servers") / us(floor, "servers")).toFixed(2)} its back.`,
     );
   }
   lines.push(

@@ -15,6 +15,7 @@ import {
 } from "../../gen/replay/servers/v1/recorder_pb.js";
 import { ServerStatus, ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
 import { trustedHeaders } from "../../lib/rpc/context.js";
+import { createLeanTransport } from "../../lib/rpc/lean-transport.js";
 import type { CheckInKeys, LoadResult, LoadSpec, LoadTarget } from "./load.js";
 import { cpuDelta, snapshotCpu } from "./proc.js";
 import { createSampleBuffer, summarizeLatencies } from "./stats.js";
@@ -65,13 +66,11 @@ function postRequests(bodiesFile: string): autocannon.Request[] {
 }
 
 function connectDriver(target: Extract<LoadTarget, { kind: "connect-list-servers" }>, connections: number): Driver {
-  // The gateway's own transport settings (lib/rpc/clients.ts): one HTTP/2 session, binary protobuf.
-  const transport = createConnectTransport({
-    baseUrl: target.baseUrl,
-    httpVersion: "2",
-    useBinaryFormat: true,
-    ...(target.acceptCompression === false ? { acceptCompression: [] } : {}),
-  });
+  // "lean" is the gateway's own hop (lib/rpc/clients.ts); "connect-h2c" a stock connect-node client.
+  const transport =
+    target.transport === "lean"
+      ? createLeanTransport({ baseUrl: target.baseUrl })
+      : createConnectTransport({ baseUrl: target.baseUrl, httpVersion: "2", useBinaryFormat: true });
   const client = createClient(ServersService, transport);
   const headers = trustedHeaders({ tenantId: target.tenantId, requestId: "bench" });
   return async (durationS, record) => {

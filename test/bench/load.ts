@@ -23,8 +23,11 @@ export type LoadTarget =
       kind: "connect-list-servers";
       baseUrl: string;
       tenantId: string;
-      /** False: the client accepts no response compression (the gateway's transport accepts gzip and br). */
-      acceptCompression?: boolean;
+      /**
+       * "lean": the gateway's own hop (lib/rpc/lean-transport.ts, HTTP/1.1 keep-alive, binary);
+       * "connect-h2c": a stock connect-node client over one HTTP/2 session, for comparison.
+       */
+      transport: "lean" | "connect-h2c";
     }
   | {
       /** RecorderService.CheckIn with @grpc/grpc-js: one channel, `connections` unary calls in flight. */
