@@ -4,16 +4,21 @@
 // No database, bus, lease or log. Env: BODIES_FILE (one JSON {eventId, event, body} a line), TARGETS
 // (JSON [{url, secret}]: every body goes to every target), CONCURRENCY, CA_FILE. Prints
 // {"sent":N,"failed":N,"elapsedMs":N,"cpuMs":N} when done.
+//
+// With LOG_DATABASE_URL it is the benchmark's floor: the same sending, and a delivery log kept the
+// cheapest way we know (delivery-log-floor.ts): what any sender that logs its deliveries pays at least.
 import { readFileSync } from "node:fs";
 import { createSecureContext, rootCertificates } from "node:tls";
 import { Agent } from "undici";
 import { deliveryHeaders } from "../../services/webhooks/delivery/signature.js";
+import { openDeliveryLogFloor } from "./delivery-log-floor.js";
 
 const {
   BODIES_FILE: bodiesFile,
   TARGETS: targetsJson,
   CONCURRENCY: concurrencyText = "160",
   CA_FILE: caFile,
+  LOG_DATABASE_URL: logDatabaseUrl,
 } = process.env;
 if (!bodiesFile || !targetsJson || !caFile)
   throw new Error("webhook-baseline-sender needs BODIES_FILE, TARGETS and CA_FILE");
@@ -32,6 +37,7 @@ const deliveries: Delivery[] = events.flatMap((e) => targets.map((t) => ({ ...e,
 
 const secureContext = createSecureContext({ ca: [...rootCertificates, readFileSync(caFile, "utf8")] });
 const agent = new Agent({ connect: { secureContext } });
+const log = logDatabaseUrl === undefined ? undefined : await openDeliveryLogFloor(logDatabaseUrl);
 let next = 0;
 let failed = 0;
 const started = performance.now();
@@ -51,15 +57,17 @@ await Promise.all(
         });
         await res.body.dump();
         if (res.statusCode < 200 || res.statusCode >= 300) failed++;
+        log?.record(d.eventId, d.body, url.href, res.statusCode, timestampS);
       } catch {
         failed++;
       }
     }
   }),
 );
+const logPostgresCpuMs = (await log?.close()) ?? 0;
 const elapsedMs = performance.now() - started;
 const { user, system } = process.cpuUsage();
 process.stdout.write(
-  `${JSON.stringify({ sent: deliveries.length, failed, elapsedMs, cpuMs: (user + system) / 1000 })}\n`,
+  `${JSON.stringify({ sent: deliveries.length, failed, elapsedMs, cpuMs: (user + system) / 1000, logPostgresCpuMs })}\n`,
 );
 await agent.close();
