@@ -5,7 +5,14 @@ import { migrate } from "../db/migrate.js";
 import type { Db } from "../db/types.js";
 import { createTestBus, waitFor } from "./_testing.js";
 import type { BusMessage } from "./bus.js";
-import { applyEvent, type Consumer, type ConsumerDeps, type Prepared, startConsumer } from "./consumer.js";
+import {
+  applyEvent,
+  type Consumer,
+  type ConsumerDeps,
+  type GroupHandler,
+  type Prepared,
+  startConsumer,
+} from "./consumer.js";
 import { buildEvent } from "./events.js";
 import { outboxMigrations } from "./outbox.js";
 
@@ -172,6 +179,41 @@ describe("consumer", () => {
     poisoned = false;
     await deliver(poison);
     expect(await appliedCount(poisonTenant)).toBe(1);
+  });
+
+  it("hands a group's new events to the group handler in one call: an event twice in the group, or applied before, is not handed again", async () => {
+    const { bus, handler } = handingBus();
+    const tenantId = randomUUID();
+    const calls: { eventIds: string[]; hops: (string | undefined)[] }[] = [];
+    const handleGroup: GroupHandler = async (tx, items) => {
+      calls.push({ eventIds: items.map((i) => i.event.eventId), hops: items.map((i) => i.hop?.spanId) });
+      for (const item of items)
+        await tx.query("INSERT INTO consumer_test.applied (tenant_id) VALUES ($1)", [item.event.tenantId]);
+    };
+    const consumer: Consumer = {
+      durable: `group_handler_${randomUUID().slice(0, 8)}`,
+      concurrency: 8,
+      handleGroup,
+      handlers: {
+        "servers.server.created": (tx, event, prepared) =>
+          handleGroup(tx, [{ subject: "servers.server.created", event, prepared, hop: tx.trace }]),
+      },
+    };
+    await startConsumer({ ...deps(), bus }, consumer);
+    const event = () => buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" });
+    const applied = event();
+    await applyEvent(deps(), consumer, message(applied));
+    expect(calls).toHaveLength(1);
+
+    const fresh = Array.from({ length: 4 }, event);
+    const twice = fresh[0] as ReturnType<typeof event>;
+    await Promise.all([...fresh, twice, applied].map((e) => handler(message(e))));
+    expect(calls).toHaveLength(2);
+    expect(calls[1]?.eventIds.sort()).toEqual(fresh.map((e) => e.eventId).sort());
+    // Each event under its own hop, not the group's first.
+    expect(new Set(calls[1]?.hops).size).toBe(4);
+    expect(calls[1]?.hops.every((h) => typeof h === "string")).toBe(true);
+    expect(await appliedCount(tenantId)).toBe(5);
   });
 
   it("runs prepare before the event's transaction, hands its result to the handler, and says whether the event was applied", async () => {

@@ -7,7 +7,7 @@ import { watchConsumer } from "../metrics.js";
 import { nextSpan, parseTraceparent, startSpan, type TraceContext, traceLogFields } from "../trace.js";
 import type { Bus, BusMessage } from "./bus.js";
 import { decodeEvent, type EventOf, type EventSubject } from "./events.js";
-import { recordInbox } from "./inbox.js";
+import { recordInbox, recordInboxAll } from "./inbox.js";
 
 const log = logger("lib:bus:consumer");
 
@@ -19,6 +19,20 @@ export type Prepared = {
   /** Told once the event's transaction is over: whether the handler ran in it and it committed. */
   settled?(applied: boolean): void;
 };
+
+/** One event of a group, for a GroupHandler: what prepare made of it, and the event's own hop of its trace. */
+export type GroupItem = {
+  subject: EventSubject;
+  event: EventOf<EventSubject>;
+  prepared: Prepared | undefined;
+  hop: TraceContext | undefined;
+};
+
+/**
+ * Applies the new events of a group at once in the group's transaction (one statement for all of
+ * them, say); what it does for each event carries that event's hop.
+ */
+export type GroupHandler = (tx: Tx, items: readonly GroupItem[]) => Promise<void>;
 
 /** A service's consumer of other services' events: one durable name, one handler per subject. */
 export type Consumer = {
@@ -36,6 +50,13 @@ export type Consumer = {
    * their own), so that one group's statements need not wait for the commit of the one before.
    */
   groups?: number;
+  /**
+   * With `concurrency`: applies a group's new events together, where `handlers` would apply them
+   * one after another in the group's transaction. It must do to each what its handler does (the
+   * handler is what applies an event outside a group): the simplest way is handlers that call it
+   * with one item. The inbox then records the group's events in one statement too.
+   */
+  handleGroup?: GroupHandler;
   /**
    * Work for an event that must not hold its transaction open (the webhooks service's first
    * delivery attempts, HTTP calls), done before the transaction: what it resolves to reaches the
@@ -128,17 +149,10 @@ async function applyInTransaction(tx: Tx, deps: ConsumerDeps, consumer: Consumer
   if (!handle) throw new Error(`consumer ${consumer.durable} has no handler for ${msg.subject}`);
   const event = decoded.get(msg) ?? decodeEvent(subject, msg.data);
   let applied = false;
-  if (tooOld(deps, event)) {
-    log.error(
-      {
-        durable: consumer.durable,
-        subject,
-        eventId: event.eventId,
-        occurredAt: event.occurredAt ? timestampDate(event.occurredAt) : undefined,
-      },
-      "event older than the inbox window; not applied, as it may have been applied before",
-    );
-  } else if (await recordInbox(tx, deps.db.schema, consumer.durable, event.eventId)) {
+  if (
+    !refusedAsTooOld(deps, consumer, subject, event) &&
+    (await recordInbox(tx, deps.db.schema, consumer.durable, event.eventId))
+  ) {
     // The handler's transaction works for the event's own hop (also in a group's transaction), so
     // what it enqueues carries the trace of the request that caused the event.
     const hop = hopOf(msg);
@@ -152,6 +166,56 @@ async function applyInTransaction(tx: Tx, deps: ConsumerDeps, consumer: Consumer
   }
   await msg.settle?.(tx);
   return applied;
+}
+
+/**
+ * applyInTransaction for a group, with the consumer's group handler: the inbox records the group's
+ * events in one statement, and the handler applies those it recorded (an event twice in the group
+ * is applied once) in one call. Resolves to whether each message's event was applied, in order.
+ */
+async function applyGroupInTransaction(
+  tx: Tx,
+  deps: ConsumerDeps,
+  consumer: Consumer,
+  handleGroup: GroupHandler,
+  msgs: readonly BusMessage[],
+): Promise<boolean[]> {
+  const items = msgs.map((msg): GroupItem | undefined => {
+    const subject = msg.subject as EventSubject;
+    if (!consumer.handlers[subject]) throw new Error(`consumer ${consumer.durable} has no handler for ${msg.subject}`);
+    const event = decoded.get(msg) ?? decodeEvent(subject, msg.data);
+    if (refusedAsTooOld(deps, consumer, subject, event)) return undefined;
+    return { subject, event, prepared: preparedFor.get(msg), hop: hopOf(msg) };
+  });
+  const candidates = items.flatMap((item) => (item ? [item.event.eventId] : []));
+  const recorded = await recordInboxAll(tx, deps.db.schema, consumer.durable, candidates);
+  // The inbox answers ids in Postgres's form (lower case); an id applies once, for its first message.
+  const applied = items.map((item) => item !== undefined && recorded.delete(item.event.eventId.toLowerCase()));
+  const toApply = items.filter((item, i): item is GroupItem => applied[i] === true);
+  if (toApply.length > 0) await handleGroup(tx, toApply);
+  if (log.isLevelEnabled("debug"))
+    for (const item of toApply)
+      log.debug(
+        { durable: consumer.durable, subject: item.subject, eventId: item.event.eventId, ...traceLogFields(item.hop) },
+        "applied event",
+      );
+  for (const msg of msgs) await msg.settle?.(tx);
+  return applied;
+}
+
+/** Logs and refuses an event older than the inbox window (see applyEvent). */
+function refusedAsTooOld(deps: ConsumerDeps, consumer: Consumer, subject: EventSubject, event: EventOf<EventSubject>) {
+  if (!tooOld(deps, event)) return false;
+  log.error(
+    {
+      durable: consumer.durable,
+      subject,
+      eventId: event.eventId,
+      occurredAt: event.occurredAt ? timestampDate(event.occurredAt) : undefined,
+    },
+    "event older than the inbox window; not applied, as it may have been applied before",
+  );
+  return true;
 }
 
 /** The message's hop: the consumer's span of it, or (a direct applyEvent) a child of the trace it carries. */
@@ -194,9 +258,11 @@ async function prepareEvent(
  * alone and is redelivered, and the others are applied.
  */
 function groupedApply(deps: ConsumerDeps, consumer: Consumer, maxBatch: number): (msg: BusMessage) => Promise<boolean> {
+  const { handleGroup } = consumer;
   return createBatcher<BusMessage, boolean>({
     run: (msgs) =>
       deps.db.transaction(async (tx) => {
+        if (handleGroup) return applyGroupInTransaction(tx, deps, consumer, handleGroup, msgs);
         const applied: boolean[] = [];
         for (const msg of msgs) applied.push(await applyInTransaction(tx, deps, consumer, msg));
         return applied;

@@ -14,3 +14,25 @@ export async function recordInbox(tx: Tx, schema: string, consumer: string, even
   );
   return recorded.rowCount === 1;
 }
+
+/**
+ * recordInbox for several events in one statement: the ids it recorded now, those to apply. Rows go
+ * in id order, so two transactions recording overlapping ids lock them in one order and the later
+ * waits instead of deadlocking.
+ */
+export async function recordInboxAll(
+  tx: Tx,
+  schema: string,
+  consumer: string,
+  eventIds: readonly string[],
+): Promise<Set<string>> {
+  if (eventIds.length === 0) return new Set();
+  const { rows } = await tx.query<{ event_id: string }>(
+    `INSERT INTO ${assertSchemaName(schema)}.inbox (consumer, event_id)
+     SELECT $1, id FROM unnest($2::uuid[]) AS id ORDER BY id
+     ON CONFLICT DO NOTHING
+     RETURNING event_id`,
+    [consumer, eventIds],
+  );
+  return new Set(rows.map((row) => row.event_id));
+}

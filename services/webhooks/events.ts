@@ -1,7 +1,6 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import type { Consumer, EventHandler } from "../../lib/bus/consumer.js";
+import type { Consumer, EventHandler, GroupHandler } from "../../lib/bus/consumer.js";
 import type { EventOf } from "../../lib/bus/events.js";
-import { traceparentOf } from "../../lib/db/transaction-trace.js";
 import type { Db } from "../../lib/db/types.js";
 import { formatTraceparent } from "../../lib/trace.js";
 import { firstAttemptAt } from "./delivery/schedule.js";
@@ -56,45 +55,56 @@ function attemptFirst(deps: FanOutDeps): Consumer["prepare"] {
 }
 
 /**
- * The fan-out of one replays event: a delivery to each subscription of its tenant that names the
- * event, stored with its first attempt when that was made before (attemptFirst), else due the
- * schedule's first wait after the event. (No NOTIFY: Postgres serialises the commits of notifying
- * transactions, which would serialise the fan-outs.) It runs in the consumer's transaction with the
- * inbox record, so an event is fanned out exactly once however often the bus delivers it, and a
- * crash before the commit leaves the event to be delivered again.
+ * The fan-out of replays events, those of one group at once (one statement): for each, a delivery
+ * to each subscription of its tenant that names the event, stored with its first attempt when that
+ * was made before (attemptFirst), else due the schedule's first wait after the event. (No NOTIFY:
+ * Postgres serialises the commits of notifying transactions, which would serialise the fan-outs.)
+ * It runs in the consumer's transaction with the inbox records, so an event is fanned out exactly
+ * once however often the bus delivers it, and a crash before the commit leaves the events to be
+ * delivered again.
  */
-function fanOut(subject: WebhookSubject, deps: FanOutDeps): EventHandler<WebhookSubject> {
-  const event = eventOf(subject);
-  return async (tx, message, prepared) => {
-    const first = prepared as FirstAttempts | undefined;
-    const waiting = await store.insertDeliveries(tx, {
-      tenantId: message.tenantId,
-      eventId: message.eventId,
-      event,
-      // The body the first attempts sent, or (none made) the same JSON made now.
-      body: first?.body ?? deliveryBody(subject, message),
-      firstAttemptAt: firstAttemptAt(occurredAtOf(message), deps.retryScheduleMs),
-      traceparent: traceparentOf(tx),
-      first,
-    });
+function fanOut(deps: FanOutDeps): GroupHandler {
+  return async (tx, items) => {
+    const waiting = await store.insertDeliveries(
+      tx,
+      items.map(({ subject, event, prepared, hop }) => {
+        const webhookSubject = subject as WebhookSubject;
+        const message = event as EventOf<WebhookSubject>;
+        const first = prepared as FirstAttempts | undefined;
+        return {
+          tenantId: message.tenantId,
+          eventId: message.eventId,
+          event: eventOf(webhookSubject),
+          // The body the first attempts sent, or (none made) the same JSON made now.
+          body: first?.body ?? deliveryBody(webhookSubject, message),
+          firstAttemptAt: firstAttemptAt(occurredAtOf(message), deps.retryScheduleMs),
+          traceparent: hop ? formatTraceparent(hop) : undefined,
+          first,
+        };
+      }),
+    );
     if (waiting > 0) tx.onCommit(deps.onQueued);
   };
 }
 
 /** The webhooks service's one consumer: the eight replays events that are webhook events. */
 export function webhooksConsumers(deps: FanOutDeps): Consumer[] {
+  const handleGroup = fanOut(deps);
   const handlers: Consumer["handlers"] = {};
   for (const subject of webhookSubjects) {
-    (handlers as Record<WebhookSubject, EventHandler<WebhookSubject>>)[subject] = fanOut(subject, deps);
+    // One event alone (outside a group): the group's fan-out with one item.
+    (handlers as Record<WebhookSubject, EventHandler<WebhookSubject>>)[subject] = (tx, event, prepared) =>
+      handleGroup(tx, [{ subject, event, prepared, hop: tx.trace }]);
   }
-  // A fan-out depends on nothing but its own event: events of one subject may fan out in any order,
-  // several at once (each its own transaction, so their commits share WAL flushes).
+  // A fan-out depends on nothing but its own event: events may fan out in any order, several at
+  // once: those in flight together in one transaction and one statement (handleGroup).
   return [
     {
       durable: "webhooks_replays",
       handlers,
       concurrency: FAN_OUT_CONCURRENCY,
       groups: FAN_OUT_GROUPS,
+      handleGroup,
       prepare: attemptFirst(deps),
     },
   ];

@@ -74,54 +74,60 @@ export type FirstAttempt = {
   record?: AttemptRecord;
 };
 
+/** One event for insertDeliveries. */
+export type FanOutEvent = {
+  tenantId: string;
+  eventId: string;
+  event: string;
+  body: string;
+  firstAttemptAt: Date;
+  traceparent?: string | undefined;
+  first?: { attempts: readonly FirstAttempt[]; owner: string; leaseMs: number; createdAt: Date } | undefined;
+};
+
 /**
- * One event's fan-out: a delivery to every subscription of the tenant that names the event, all
- * carrying the same body. A delivery whose first attempt was made already (`first`) is stored with
- * it: its attempt row, counters, status and schedule as recordAttempts would leave them, or leased
- * while the attempt still runs. The others wait for the worker, due at `firstAttemptAt`. A
- * subscription deleted meanwhile gets nothing; one created meanwhile that names the event gets a
- * waiting delivery. An event the bus delivers again adds nothing (one delivery per subscription and
- * event). Resolves to how many of the deliveries it created the worker is to attempt (now or at a
- * scheduled retry).
+ * The fan-out of events, all in one statement: for each, a delivery to every subscription of its
+ * tenant that names the event, all carrying the event's body. A delivery whose first attempt was
+ * made already (`first`) is stored with it: its attempt row, counters, status and schedule as
+ * recordAttempts would leave them, or leased while the attempt still runs. The others wait for the
+ * worker, due at their event's `firstAttemptAt`. A subscription deleted meanwhile gets nothing; one
+ * created meanwhile that names the event gets a waiting delivery. An event the bus delivers again
+ * adds nothing (one delivery per subscription and event). Resolves to how many of the deliveries it
+ * created the worker is to attempt (now or at a scheduled retry).
  */
-export async function insertDeliveries(
-  tx: Tx,
-  d: {
-    tenantId: string;
-    eventId: string;
-    event: string;
-    body: string;
-    firstAttemptAt: Date;
-    traceparent?: string | undefined;
-    first?: { attempts: readonly FirstAttempt[]; owner: string; leaseMs: number; createdAt: Date } | undefined;
-  },
-): Promise<number> {
-  const attempts = d.first?.attempts ?? [];
+export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[]): Promise<number> {
+  if (events.length === 0) return 0;
+  const firsts = events.flatMap((e) => (e.first?.attempts ?? []).map((f) => ({ eventId: e.eventId, f })));
   const { rows } = await tx.query<{ waiting: number }>(
-    `WITH f AS (
-       SELECT * FROM unnest($7::uuid[], $8::uuid[], $9::timestamptz[], $10::int[], $11::int[], $12::text[],
-                            $13::timestamptz[], $14::bool[], $15::bool[])
-         AS f(delivery_id, subscription_id, started_at, duration_ms, status_code, error, next_attempt_at, gone, ended)
+    `WITH e AS (
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[], $6::text[],
+                            $7::text[], $8::int[], $9::timestamptz[])
+         AS e(event_id, tenant_id, event, body, first_attempt_at, traceparent, owner, lease_ms, created_at)
+     ), f AS (
+       SELECT * FROM unnest($10::uuid[], $11::uuid[], $12::uuid[], $13::timestamptz[], $14::int[], $15::int[],
+                            $16::text[], $17::timestamptz[], $18::bool[], $19::bool[])
+         AS f(event_id, delivery_id, subscription_id, started_at, duration_ms, status_code, error, next_attempt_at,
+              gone, ended)
      ), d AS (
        INSERT INTO webhooks.delivery
               (delivery_id, tenant_id, subscription_id, event_id, event, body, status, attempt_count,
                automatic_attempts, last_status_code, last_error, next_attempt_at, lease_owner, lease_expires_at,
                traceparent, created_at, updated_at)
-       SELECT COALESCE(f.delivery_id, gen_random_uuid()), $1, s.subscription_id, $2, $3, $4,
+       SELECT COALESCE(f.delivery_id, gen_random_uuid()), e.tenant_id, s.subscription_id, e.event_id, e.event, e.body,
               CASE WHEN f.ended IS NOT TRUE THEN 'pending'
                    WHEN f.error IS NULL THEN 'succeeded'
                    WHEN f.gone OR f.next_attempt_at IS NULL THEN 'failed'
                    ELSE 'pending' END,
               COALESCE(f.ended::int, 0), COALESCE(f.ended::int, 0), f.status_code, f.error,
-              CASE WHEN f.ended IS NOT TRUE THEN $5
+              CASE WHEN f.ended IS NOT TRUE THEN e.first_attempt_at
                    WHEN f.error IS NULL OR f.gone THEN NULL
                    ELSE f.next_attempt_at END,
-              CASE WHEN f.ended = false THEN $16 END,
-              CASE WHEN f.ended = false THEN now() + $17 * interval '1 millisecond' END,
-              $6, COALESCE($18, now()), now()
-         FROM webhooks.subscription s
-         LEFT JOIN f ON f.subscription_id = s.subscription_id
-        WHERE s.tenant_id = $1 AND $3 = ANY (s.events)
+              CASE WHEN f.ended = false THEN e.owner END,
+              CASE WHEN f.ended = false THEN now() + e.lease_ms * interval '1 millisecond' END,
+              e.traceparent, COALESCE(e.created_at, now()), now()
+         FROM e
+         JOIN webhooks.subscription s ON s.tenant_id = e.tenant_id AND e.event = ANY (s.events)
+         LEFT JOIN f ON f.event_id = e.event_id AND f.subscription_id = s.subscription_id
        ON CONFLICT (subscription_id, event_id) DO NOTHING
        RETURNING delivery_id, status = 'pending' AND lease_owner IS NULL AS waiting
      ), a AS (
@@ -132,24 +138,25 @@ export async function insertDeliveries(
      )
      SELECT count(*) FILTER (WHERE waiting)::int AS waiting FROM d`,
     [
-      d.tenantId,
-      d.eventId,
-      d.event,
-      d.body,
-      d.firstAttemptAt,
-      d.traceparent ?? null,
-      attempts.map((f) => f.deliveryId),
-      attempts.map((f) => f.subscriptionId),
-      attempts.map((f) => f.record?.startedAt ?? null),
-      attempts.map((f) => f.record?.durationMs ?? null),
-      attempts.map((f) => f.record?.statusCode ?? null),
-      attempts.map((f) => f.record?.error ?? null),
-      attempts.map((f) => f.record?.nextAttemptAt ?? null),
-      attempts.map((f) => f.record?.gone ?? false),
-      attempts.map((f) => f.record !== undefined),
-      d.first?.owner ?? null,
-      d.first?.leaseMs ?? 0,
-      d.first?.createdAt ?? null,
+      events.map((e) => e.eventId),
+      events.map((e) => e.tenantId),
+      events.map((e) => e.event),
+      events.map((e) => e.body),
+      events.map((e) => e.firstAttemptAt),
+      events.map((e) => e.traceparent ?? null),
+      events.map((e) => e.first?.owner ?? null),
+      events.map((e) => e.first?.leaseMs ?? 0),
+      events.map((e) => e.first?.createdAt ?? null),
+      firsts.map(({ eventId }) => eventId),
+      firsts.map(({ f }) => f.deliveryId),
+      firsts.map(({ f }) => f.subscriptionId),
+      firsts.map(({ f }) => f.record?.startedAt ?? null),
+      firsts.map(({ f }) => f.record?.durationMs ?? null),
+      firsts.map(({ f }) => f.record?.statusCode ?? null),
+      firsts.map(({ f }) => f.record?.error ?? null),
+      firsts.map(({ f }) => f.record?.nextAttemptAt ?? null),
+      firsts.map(({ f }) => f.record?.gone ?? false),
+      firsts.map(({ f }) => f.record !== undefined),
     ],
   );
   return rows[0]?.waiting ?? 0;

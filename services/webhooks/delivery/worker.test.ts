@@ -64,13 +64,15 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
     });
     for (let i = 0; i < events; i++) {
       await db.transaction((tx) =>
-        store.insertDeliveries(tx, {
-          tenantId,
-          eventId: randomUUID(),
-          event: "asset.ready",
-          body: JSON.stringify({ n: i }),
-          firstAttemptAt: new Date(),
-        }),
+        store.insertDeliveries(tx, [
+          {
+            tenantId,
+            eventId: randomUUID(),
+            event: "asset.ready",
+            body: JSON.stringify({ n: i }),
+            firstAttemptAt: new Date(),
+          },
+        ]),
       );
     }
     return { subscriptionId, path };
@@ -229,14 +231,9 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
       const targets = await store.listFanOutTargets(db, tenantId, "asset.ready");
       const first = await spec.attemptFirst(targets, { eventId, event: "asset.ready", body: "{}", traceparent: null });
       const insert = db.transaction(async (tx) => {
-        await store.insertDeliveries(tx, {
-          tenantId,
-          eventId,
-          event: "asset.ready",
-          body: "{}",
-          firstAttemptAt: new Date(),
-          first,
-        });
+        await store.insertDeliveries(tx, [
+          { tenantId, eventId, event: "asset.ready", body: "{}", firstAttemptAt: new Date(), first },
+        ]);
         if (!commit) throw new Error("rolled back");
       });
       await (commit ? insert : insert.catch(() => undefined));

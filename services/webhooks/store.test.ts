@@ -1,0 +1,119 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type TestDb, testDbModes } from "../../lib/db/_testing.js";
+import type { Db } from "../../lib/db/types.js";
+import * as store from "./store.js";
+
+// The fan-out's one statement for a group of events (events.ts), against a real database in both modes.
+
+describe.each(testDbModes())("webhooks store ($name database)", ({ open }) => {
+  let testDb: TestDb;
+  let db: Db;
+  beforeAll(async () => {
+    testDb = await open("webhooks");
+    db = testDb.db;
+  });
+  afterAll(() => testDb[Symbol.asyncDispose]());
+
+  const subscribe = async (tenantId: string, events: string[]) => {
+    const subscriptionId = randomUUID();
+    await store.insertSubscription(db, {
+      subscriptionId,
+      tenantId,
+      url: `https://receiver.example/${subscriptionId}`,
+      events,
+      secret: "whsec_test",
+    });
+    return subscriptionId;
+  };
+
+  type Row = { event_id: string; status: string; last_status_code: number | null; attempts: number; body: string };
+  const deliveries = async (subscriptionId: string) => {
+    const { rows } = await db.query<Row>(
+      `SELECT event_id, status, last_status_code, body,
+              (SELECT count(*)::int FROM webhooks.attempt a WHERE a.delivery_id = d.delivery_id) AS attempts
+         FROM webhooks.delivery d WHERE subscription_id = $1 ORDER BY body`,
+      [subscriptionId],
+    );
+    return rows;
+  };
+
+  it("fans out several events in one statement, each delivery with its own event's body and first attempt", async () => {
+    const [tenantA, tenantB] = [randomUUID(), randomUUID()];
+    const a1 = await subscribe(tenantA, ["asset.ready"]);
+    const a2 = await subscribe(tenantA, ["asset.ready", "replay.deleted"]);
+    const b1 = await subscribe(tenantB, ["replay.deleted"]);
+    const [ready1, ready2, deletedA, deletedB] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    const startedAt = new Date();
+    const attempt = (subscriptionId: string, statusCode: number) => ({
+      deliveryId: randomUUID(),
+      subscriptionId,
+      record: {
+        deliveryId: "",
+        owner: "test",
+        trigger: "automatic" as const,
+        startedAt,
+        durationMs: 3,
+        statusCode,
+        error: statusCode === 200 ? null : `HTTP ${statusCode}`,
+        nextAttemptAt: statusCode === 200 ? null : new Date(Date.now() + 60_000),
+        gone: false,
+      },
+    });
+    const event = (tenantId: string, eventId: string, name: string, body: string) => ({
+      tenantId,
+      eventId,
+      event: name,
+      body,
+      firstAttemptAt: new Date(),
+    });
+    const waiting = await db.transaction((tx) =>
+      store.insertDeliveries(tx, [
+        {
+          ...event(tenantA, ready1, "asset.ready", "ready-1"),
+          first: {
+            attempts: [attempt(a1, 200), attempt(a2, 500)],
+            owner: "test",
+            leaseMs: 30_000,
+            createdAt: startedAt,
+          },
+        },
+        event(tenantA, ready2, "asset.ready", "ready-2"),
+        event(tenantA, deletedA, "replay.deleted", "deleted-a"),
+        event(tenantB, deletedB, "replay.deleted", "deleted-b"),
+      ]),
+    );
+    // Left to the worker: ready-2's two, deleted-a, deleted-b (not attempted), and ready-1's 500 (a
+    // retry, scheduled); not ready-1's success.
+    expect(waiting).toBe(5);
+
+    const row = (eventId: string, body: string, status: string, code: number | null, attempts: number) => ({
+      event_id: eventId,
+      body,
+      status,
+      last_status_code: code,
+      attempts,
+    });
+    expect(await deliveries(a1)).toEqual([
+      row(ready1, "ready-1", "succeeded", 200, 1),
+      row(ready2, "ready-2", "pending", null, 0),
+    ]);
+    expect(await deliveries(a2)).toEqual([
+      row(deletedA, "deleted-a", "pending", null, 0),
+      row(ready1, "ready-1", "pending", 500, 1),
+      row(ready2, "ready-2", "pending", null, 0),
+    ]);
+    // Another tenant's event reaches that tenant's subscriptions only.
+    expect(await deliveries(b1)).toEqual([row(deletedB, "deleted-b", "pending", null, 0)]);
+
+    // The same events again (the bus redelivers): nothing more.
+    const again = await db.transaction((tx) =>
+      store.insertDeliveries(tx, [
+        event(tenantA, ready1, "asset.ready", "ready-1"),
+        event(tenantB, deletedB, "replay.deleted", "deleted-b"),
+      ]),
+    );
+    expect(again).toBe(0);
+    expect(await deliveries(b1)).toHaveLength(1);
+  });
+});
