@@ -7,7 +7,7 @@ import { watchConsumer } from "../metrics.js";
 import { nextSpan, parseTraceparent, startSpan, type TraceContext, traceLogFields } from "../trace.js";
 import type { Bus, BusMessage } from "./bus.js";
 import { decodeEvent, type EventOf, type EventSubject } from "./events.js";
-import { recordInbox, recordInboxAll } from "./inbox.js";
+import { recordInbox } from "./inbox.js";
 
 const log = logger("lib:bus:consumer");
 
@@ -54,7 +54,7 @@ export type Consumer = {
    * With `concurrency`: applies a group's new events together, where `handlers` would apply them
    * one after another in the group's transaction. It must do to each what its handler does (the
    * handler is what applies an event outside a group): the simplest way is handlers that call it
-   * with one item. The inbox then records the group's events in one statement too.
+   * with one item.
    */
   handleGroup?: GroupHandler;
   /**
@@ -139,45 +139,20 @@ export async function startConsumer(deps: ConsumerDeps, consumer: Consumer): Pro
  * is logged as an error with its id, for the operator to judge.
  */
 export async function applyEvent(deps: ConsumerDeps, consumer: Consumer, msg: BusMessage): Promise<boolean> {
-  return deps.db.transaction((tx) => applyInTransaction(tx, deps, consumer, msg));
-}
-
-/** applyEvent's work inside a transaction the caller holds (one event, or a group of them). */
-async function applyInTransaction(tx: Tx, deps: ConsumerDeps, consumer: Consumer, msg: BusMessage): Promise<boolean> {
-  const subject = msg.subject as EventSubject;
-  const handle = consumer.handlers[subject] as EventHandler<EventSubject> | undefined;
-  if (!handle) throw new Error(`consumer ${consumer.durable} has no handler for ${msg.subject}`);
-  const event = decoded.get(msg) ?? decodeEvent(subject, msg.data);
-  let applied = false;
-  if (
-    !refusedAsTooOld(deps, consumer, subject, event) &&
-    (await recordInbox(tx, deps.db.schema, consumer.durable, event.eventId))
-  ) {
-    // The handler's transaction works for the event's own hop (also in a group's transaction), so
-    // what it enqueues carries the trace of the request that caused the event.
-    const hop = hopOf(msg);
-    await handle(withTrace(tx, hop), event, preparedFor.get(msg));
-    if (log.isLevelEnabled("debug"))
-      log.debug(
-        { durable: consumer.durable, subject, eventId: event.eventId, ...traceLogFields(hop) },
-        "applied event",
-      );
-    applied = true;
-  }
-  await msg.settle?.(tx);
-  return applied;
+  const [applied] = await deps.db.transaction((tx) => applyInTransaction(tx, deps, consumer, [msg]));
+  return applied === true;
 }
 
 /**
- * applyInTransaction for a group, with the consumer's group handler: the inbox records the group's
- * events in one statement, and the handler applies those it recorded (an event twice in the group
- * is applied once) in one call. Resolves to whether each message's event was applied, in order.
+ * applyEvent's work for one event or a group of them, inside a transaction the caller holds: the
+ * inbox records the events in one statement, and those it recorded now (an event twice in a group
+ * counts once) go to the consumer's group handler in one call, or to their handlers one after
+ * another. Resolves to whether each message's event was applied, in order.
  */
-async function applyGroupInTransaction(
+async function applyInTransaction(
   tx: Tx,
   deps: ConsumerDeps,
   consumer: Consumer,
-  handleGroup: GroupHandler,
   msgs: readonly BusMessage[],
 ): Promise<boolean[]> {
   const items = msgs.map((msg): GroupItem | undefined => {
@@ -188,11 +163,11 @@ async function applyGroupInTransaction(
     return { subject, event, prepared: preparedFor.get(msg), hop: hopOf(msg) };
   });
   const candidates = items.flatMap((item) => (item ? [item.event.eventId] : []));
-  const recorded = await recordInboxAll(tx, deps.db.schema, consumer.durable, candidates);
+  const recorded = await recordInbox(tx, deps.db.schema, consumer.durable, candidates);
   // The inbox answers ids in Postgres's form (lower case); an id applies once, for its first message.
   const applied = items.map((item) => item !== undefined && recorded.delete(item.event.eventId.toLowerCase()));
   const toApply = items.filter((item, i): item is GroupItem => applied[i] === true);
-  if (toApply.length > 0) await handleGroup(tx, toApply);
+  if (toApply.length > 0) await (consumer.handleGroup ?? oneByOne(consumer))(tx, toApply);
   if (log.isLevelEnabled("debug"))
     for (const item of toApply)
       log.debug(
@@ -201,6 +176,20 @@ async function applyGroupInTransaction(
       );
   for (const msg of msgs) await msg.settle?.(tx);
   return applied;
+}
+
+/**
+ * The group handler of a consumer without one: each event to its subject's handler, in order. The
+ * handler's transaction works for the event's own hop (also in a group's transaction), so what it
+ * enqueues carries the trace of the request that caused the event.
+ */
+function oneByOne(consumer: Consumer): GroupHandler {
+  return async (tx, items) => {
+    for (const { subject, event, prepared, hop } of items) {
+      const handle = consumer.handlers[subject] as EventHandler<EventSubject>;
+      await handle(hop ? withTrace(tx, hop) : tx, event, prepared);
+    }
+  };
 }
 
 /** Logs and refuses an event older than the inbox window (see applyEvent). */
@@ -258,15 +247,8 @@ async function prepareEvent(
  * alone and is redelivered, and the others are applied.
  */
 function groupedApply(deps: ConsumerDeps, consumer: Consumer, maxBatch: number): (msg: BusMessage) => Promise<boolean> {
-  const { handleGroup } = consumer;
   return createBatcher<BusMessage, boolean>({
-    run: (msgs) =>
-      deps.db.transaction(async (tx) => {
-        if (handleGroup) return applyGroupInTransaction(tx, deps, consumer, handleGroup, msgs);
-        const applied: boolean[] = [];
-        for (const msg of msgs) applied.push(await applyInTransaction(tx, deps, consumer, msg));
-        return applied;
-      }),
+    run: (msgs) => deps.db.transaction((tx) => applyInTransaction(tx, deps, consumer, msgs)),
     maxBatch,
     maxRunning: consumer.groups ?? 1,
     isolate: () => true,

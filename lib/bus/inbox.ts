@@ -2,25 +2,14 @@ import type { Tx } from "../db/types.js";
 import { assertSchemaName } from "../db/types.js";
 
 /**
- * Records that `consumer` applied `eventId`, in `<schema>.inbox`, inside the transaction that
- * applies it. Returns false when the id was already recorded: the event was applied before and must
- * not be applied again. A concurrent attempt waits on the first one's row lock and records (and
- * applies) only if that one rolled back.
+ * Records that `consumer` applied these events, in `<schema>.inbox`, inside the transaction that
+ * applies them, in one statement. Resolves to the ids it recorded now, those to apply: an id
+ * recorded already was applied before and must not be applied again. A concurrent attempt waits on
+ * the first one's row lock and records (and applies) only if that one rolled back. Rows go in id
+ * order, so two transactions recording overlapping ids lock them in one order and the later waits
+ * instead of deadlocking.
  */
-export async function recordInbox(tx: Tx, schema: string, consumer: string, eventId: string): Promise<boolean> {
-  const recorded = await tx.query(
-    `INSERT INTO ${assertSchemaName(schema)}.inbox (consumer, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-    [consumer, eventId],
-  );
-  return recorded.rowCount === 1;
-}
-
-/**
- * recordInbox for several events in one statement: the ids it recorded now, those to apply. Rows go
- * in id order, so two transactions recording overlapping ids lock them in one order and the later
- * waits instead of deadlocking.
- */
-export async function recordInboxAll(
+export async function recordInbox(
   tx: Tx,
   schema: string,
   consumer: string,
