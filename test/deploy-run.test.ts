@@ -155,7 +155,12 @@ describe.skipIf(skip)("the dev overlay's five Deployments, started as their pods
       expect(answer?.status, `${pod.name}\n${logs()}`).toBe(Status.SERVING);
     }
     const ready = await pollUntil(
-      () => fetch(`http://127.0.0.1:${gateway().port}/readyz`).then((res) => res.status),
+      // Refused until the gateway listens, which may come after the services answer their probes.
+      () =>
+        fetch(`http://127.0.0.1:${gateway().port}/readyz`).then(
+          (res) => res.status,
+          () => 0,
+        ),
       (status) => status === 200,
       60_000,
       200,
