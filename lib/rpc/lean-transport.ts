@@ -99,24 +99,7 @@ export function createLeanTransport(options: LeanTransportOptions): LeanTranspor
       } catch (err) {
         throw new ConnectError(`parse binary: ${err instanceof Error ? err.message : err}`, Code.Internal);
       }
-      const raw = res.headers;
-      let split: { header: Headers; trailer: Headers } | undefined;
-      const parts = () => {
-        split ??= splitTrailers(raw);
-        return split;
-      };
-      return {
-        stream: false,
-        service: method.parent,
-        method,
-        message: output,
-        get header() {
-          return parts().header;
-        },
-        get trailer() {
-          return parts().trailer;
-        },
-      };
+      return new LeanResponse(method, output, res.headers) as UnaryResponse<I, O>;
     },
     stream<I extends DescMessage, O extends DescMessage>(
       method: DescMethodStreaming<I, O>,
@@ -219,6 +202,38 @@ function splitTrailers(raw: RawHeaders): { header: Headers; trailer: Headers } {
     }
   }
   return { header, trailer };
+}
+
+/**
+ * A call's answer; its headers and trailers are split from the raw ones on first read. A class, not
+ * an object literal with getters: a literal's getters are new closures per call that V8 keeps in
+ * the old generation, which drags each call's objects through every young collection
+ * (lib/rpc/unary-call.ts, LazyResponse).
+ */
+class LeanResponse<I extends DescMessage, O extends DescMessage> {
+  readonly stream = false;
+  readonly service: DescMethodUnary<I, O>["parent"];
+  readonly method: DescMethodUnary<I, O>;
+  readonly message: UnaryResponse<I, O>["message"];
+  private readonly raw: RawHeaders;
+  private split: { header: Headers; trailer: Headers } | undefined;
+
+  constructor(method: DescMethodUnary<I, O>, message: UnaryResponse<I, O>["message"], raw: RawHeaders) {
+    this.service = method.parent;
+    this.method = method;
+    this.message = message;
+    this.raw = raw;
+  }
+
+  get header(): Headers {
+    this.split ??= splitTrailers(this.raw);
+    return this.split.header;
+  }
+
+  get trailer(): Headers {
+    this.split ??= splitTrailers(this.raw);
+    return this.split.trailer;
+  }
 }
 
 /** A Connect error body (or, failing that, the HTTP status) as the ConnectError it stands for. */

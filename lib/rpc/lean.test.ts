@@ -391,3 +391,58 @@ describe("a handler's plain answer on the lean path", () => {
     }
   });
 });
+
+/** Own getters and setters: each is a new closure per call, which V8 keeps in the old generation. */
+function ownAccessors(value: object): string[] {
+  return Object.entries(Object.getOwnPropertyDescriptors(value))
+    .filter(([, d]) => d.get !== undefined || d.set !== undefined)
+    .map(([name]) => name);
+}
+
+describe("the lean path's per-call objects", () => {
+  // An object literal's getter pins the whole call through every young collection (unary-call.ts,
+  // LazyResponse): the RPC server's young collections took ~10 ms instead of ~1.
+  it("have no own accessors, on the server and in the client, and still read lazily", async () => {
+    const seen: { request: string[]; response: string[]; header?: string | null; aborted?: boolean } = {
+      request: [],
+      response: [],
+    };
+    const server = await createRpcServer({
+      name: "accessor-test",
+      port: 0,
+      interceptors: [
+        (next) => async (req) => {
+          seen.request = ownAccessors(req);
+          seen.header = req.header.get("x-in");
+          seen.aborted = req.signal.aborted;
+          const res = await next(req);
+          seen.response = ownAccessors(res);
+          res.header.set("x-out", "o");
+          return res;
+        },
+      ],
+      routes(router) {
+        router.service(RecorderService, { checkIn: async (req) => ({ serverId: req.serverId }) });
+      },
+    });
+    try {
+      const transport = createLeanTransport({ baseUrl: server.url });
+      const res = await transport.unary(
+        RecorderService.method.checkIn,
+        undefined,
+        undefined,
+        { "x-in": "i" },
+        {
+          serverId: "a",
+        },
+      );
+      expect(seen).toEqual({ request: [], response: [], header: "i", aborted: false });
+      expect(ownAccessors(res)).toEqual([]);
+      expect(res.header.get("x-out")).toBe("o");
+      expect(res.message.serverId).toBe("a");
+      await transport.close();
+    } finally {
+      await server.close(0);
+    }
+  });
+});
