@@ -1,6 +1,6 @@
 // The pure half of bearer API keys (spec/decisions.md §2 "API keys"): minting, hashing and
 // reading the Authorization header. Looking a hash up and checking revocation is the store's job.
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 
 export const API_KEY_PREFIX = "svc_live_";
 
@@ -25,9 +25,12 @@ export function mintApiKey(): string {
   return API_KEY_PREFIX + body;
 }
 
-/** The only form in which a key is stored: lower-case hex SHA-256 of its text. */
+/**
+ * The only form in which a key is stored: lower-case hex SHA-256 of its text. One-shot `hash`, not
+ * a Hash object: a third of the cost, and it runs on every request.
+ */
 export function hashApiKey(key: string): string {
-  return createHash("sha256").update(key, "utf8").digest("hex");
+  return hash("sha256", key, "hex");
 }
 
 /** Whether a token has the shape of a minted key; anything else cannot be a known key. */
