@@ -25,6 +25,17 @@ export function readBenchEnv(env: NodeJS.ProcessEnv = process.env): { durationS:
   };
 }
 
+/**
+ * Node flags for every process of the system under test: BENCH_CPU_PROF_DIR=dir writes a V8 CPU
+ * profile of each there when it stops; BENCH_NODE_ARGS adds any others, space-separated
+ * (`--trace-gc`, `--max-semi-space-size=32`, `--import ./gc-observer.mjs`).
+ */
+export function systemNodeArgs(env: NodeJS.ProcessEnv = process.env): string[] {
+  const profDir = env.BENCH_CPU_PROF_DIR;
+  const extra = (env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter(Boolean);
+  return [...(profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : []), ...extra];
+}
+
 /** The environment a benchmark's child process starts from: PATH only, so no DATABASE_URL or NATS_URL leaks in. */
 export function childEnv(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
   return { PATH: env.PATH ?? "" };

@@ -8,7 +8,7 @@ import pg from "pg";
 import { provisionTenant } from "../http.js";
 import { type System, startDistributedSystem } from "../system.js";
 import { type ChildServer, startChildServer, systemCpuGroups } from "./child-server.js";
-import { requirePostgresAndNats } from "./env.js";
+import { requirePostgresAndNats, systemNodeArgs } from "./env.js";
 import { type LoadResult, type LoadTarget, runLoad } from "./load.js";
 import { listeningPorts } from "./proc.js";
 import { baselineComparison, type Cell, cpuRow, formatTable, type Run, round, writeResults } from "./report.js";
@@ -32,11 +32,9 @@ export async function run(_args: string[]): Promise<void> {
 
   progress("starting the distributed system (5 processes, fresh database)");
   const distributedStartMs = performance.now();
-  // BENCH_CPU_PROF_DIR: every process of the system writes a V8 CPU profile there when it stops.
-  const profDir = process.env.BENCH_CPU_PROF_DIR;
   const sys = await startDistributedSystem({
     gateways: 1,
-    nodeArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
+    nodeArgs: systemNodeArgs(),
   });
   const distributedReadyMs = performance.now() - distributedStartMs;
   let baseline: ChildServer | undefined;

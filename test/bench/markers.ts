@@ -16,7 +16,7 @@ import { pollUntil } from "../poll.js";
 import { grpcCheckIn } from "../recorder.js";
 import { type System, startDistributedSystem } from "../system.js";
 import { type ChildServer, startChildServer, systemCpuGroups } from "./child-server.js";
-import { requirePostgresAndNats } from "./env.js";
+import { requirePostgresAndNats, systemNodeArgs } from "./env.js";
 import type { LoadResult, LoadTarget } from "./load.js";
 import { baselineComparison, type Cell, cpuRow, formatTable, type Run, round, writeResults } from "./report.js";
 import { ROUNDS, runAlternating } from "./rounds.js";
@@ -39,11 +39,9 @@ export async function run(_args: string[]): Promise<void> {
   const env = await requirePostgresAndNats();
   const startedAt = new Date();
   progress("starting the distributed system (5 processes, fresh database)");
-  // BENCH_CPU_PROF_DIR: every process of the system writes a V8 CPU profile there when it stops.
-  const profDir = process.env.BENCH_CPU_PROF_DIR;
   const sys = await startDistributedSystem({
     gateways: 1,
-    nodeArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
+    nodeArgs: systemNodeArgs(),
   });
   const work = await mkdtemp(join(tmpdir(), "bench-markers-"));
   let baseline: ChildServer | undefined;

@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import pg from "pg";
 import { provisionTenant, sendSigned } from "../http.js";
 import { startDistributedSystem } from "../system.js";
-import { readBenchEnv, requirePostgresAndNats } from "./env.js";
+import { readBenchEnv, requirePostgresAndNats, systemNodeArgs } from "./env.js";
 import { formatTable, round, writeResults } from "./report.js";
 import { createSampleBuffer, summarizeLatencies } from "./stats.js";
 
@@ -52,7 +52,7 @@ export async function run(): Promise<void> {
   await requirePostgresAndNats();
   const { durationS, warmupS } = readBenchEnv();
   const startedAt = new Date();
-  const sys = await startDistributedSystem({ env: { LOG_LEVEL: "warn" } });
+  const sys = await startDistributedSystem({ env: { LOG_LEVEL: "warn" }, nodeArgs: systemNodeArgs() });
   const db = new pg.Pool({ connectionString: sys.databaseUrl, max: CONNECTIONS });
   try {
     // The plan's rate limit would refuse the load: the tenant gets an unthrottled one.

@@ -12,7 +12,7 @@ import { ServerStatus } from "../../gen/replay/servers/v1/servers_pb.js";
 import { provisionTenant } from "../http.js";
 import { grpcCheckIn } from "../recorder.js";
 import { type System, startDistributedSystem } from "../system.js";
-import { requirePostgresAndNats } from "./env.js";
+import { requirePostgresAndNats, systemNodeArgs } from "./env.js";
 import { type CheckInKeys, type LoadResult, type LoadTarget, runLoad } from "./load.js";
 import { type CpuGroup, findChildPids, listProcesses } from "./proc.js";
 import { type Cell, cpuRow, formatTable, round, writeResults } from "./report.js";
@@ -75,7 +75,7 @@ export async function run(_args: string[]): Promise<void> {
   const startedAt = new Date();
 
   progress("starting the distributed system (5 processes, fresh database)");
-  const sys = await startDistributedSystem({ gateways: 1 });
+  const sys = await startDistributedSystem({ gateways: 1, nodeArgs: systemNodeArgs() });
   const tmp = await mkdtemp(join(tmpdir(), "bench-servers-"));
   const runs: Run[] = [];
   let fixture: Fixture | undefined;

@@ -22,7 +22,7 @@ import { provisionTenant, sendSigned } from "../http.js";
 import { startDistributedSystem } from "../system.js";
 import { writeReceiverCertificate } from "../webhook-receiver.js";
 import { type ChildServer, startChildServer } from "./child-server.js";
-import { requirePostgresAndNats } from "./env.js";
+import { requirePostgresAndNats, systemNodeArgs } from "./env.js";
 import { type CpuGroup, cpuDelta, findChildPids, snapshotCpu } from "./proc.js";
 import { formatTable, round, writeResults } from "./report.js";
 import { percentile } from "./stats.js";
@@ -62,11 +62,9 @@ export async function run(_args: string[]): Promise<void> {
   const [tlsPort] = (await freePorts(1)) as [number];
   const receiver = await startChildServer("webhook-receiver-server", { CERT_DIR: work, TLS_PORT: String(tlsPort) });
   progress("starting the distributed system (5 processes, fresh database)");
-  // BENCH_CPU_PROF_DIR: every process of the system writes a V8 CPU profile there when it stops.
-  const profDir = process.env.BENCH_CPU_PROF_DIR;
   const sys = await startDistributedSystem({
     env: { WEBHOOK_ALLOW_TARGETS: `127.0.0.1:${tlsPort}`, WEBHOOK_CA_FILE: join(work, "cert.pem") },
-    nodeArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${profDir}`] : [],
+    nodeArgs: systemNodeArgs(),
   });
   const db = new pg.Client({ connectionString: sys.databaseUrl });
   await db.connect();
