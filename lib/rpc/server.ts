@@ -32,6 +32,11 @@ export type RpcServerOptions = {
   routes: (router: ConnectRouter) => void;
   port: number;
   host?: string;
+  /**
+   * Run inside the built-in ones. On the lean path a unary request's `signal` and `header` and a
+   * response's `header`, `trailer` and `message` are prototype getters (unary-call.ts says why): an
+   * interceptor that answers a copy names them, `{ ...res, message: res.message }`.
+   */
   interceptors?: Interceptor[];
   name: string;
   /**

@@ -237,9 +237,11 @@ class Answered {
   readonly header: Headers | undefined;
   readonly trailer: Headers | undefined;
   private readonly res: UnaryResponse;
+  private readonly output: DescMessage;
 
-  constructor(res: UnaryResponse, ctx: LazyContext) {
+  constructor(res: UnaryResponse, ctx: LazyContext, output: DescMessage) {
     this.res = res;
+    this.output = output;
     this.header = ctx.sentHeader;
     this.trailer = ctx.sentTrailer;
   }
@@ -250,7 +252,7 @@ class Answered {
 
   binary(): Uint8Array {
     const plain = this.res instanceof LazyResponse ? this.res.plainBinary() : undefined;
-    return plain ?? encodeBinary(this.res.method.output, this.res.message);
+    return plain ?? encodeBinary(this.output, this.res.message);
   }
 }
 
@@ -276,7 +278,7 @@ export function runUnaryCall(
     next = (interceptors[i] as Interceptor)(next as never) as typeof next;
   }
   const called = next(new LeanRequest(input, message, ctx) as UnaryRequest).then(
-    (res): CallOutcome => new Answered(res, ctx),
+    (res): CallOutcome => new Answered(res, ctx, route.method.output),
     (err: unknown): CallOutcome => ({
       ok: false,
       error: ConnectError.from(err),
