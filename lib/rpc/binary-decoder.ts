@@ -1,5 +1,6 @@
 import { type DescField, type DescMessage, fromBinary, type MessageShape, ScalarType } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import { ASCII_FAST_MAX } from "./text-encoding.js";
 
 /**
  * `fromBinary` for the messages an RPC carries, giving the same message at a fraction of the cost.
@@ -38,9 +39,6 @@ export function decodeCompiled<Desc extends DescMessage>(
   codec.read(message, new Reader(bytes), bytes.byteLength, 0);
   return message as MessageShape<Desc>;
 }
-
-/** Longer strings go to the TextDecoder, whose fixed cost per call no longer dominates. */
-const ASCII_FAST_MAX = 256;
 
 /**
  * BinaryReader with a fast path for the strings an internal call carries: ids, names, versions,
@@ -144,16 +142,10 @@ function zeroFactory(schema: DescMessage): () => AnyMessage {
     else if (member.presence === IMPLICIT) zeros.push([member.localName, zeroValue(member)]);
   }
   const typeName = schema.typeName;
-  if (zeros.some(([name]) => name === "__proto__")) {
-    return () => {
-      const message: AnyMessage = { $typeName: typeName };
-      for (const [name, value] of zeros) message[name] = value();
-      return message;
-    };
-  }
   // One object literal with every field, compiled for this schema: a loop of keyed stores shared
   // by every schema is megamorphic (a dictionary lookup per field), and builds the object one
-  // property at a time. Names are the schema's own (JSON-quoted), values its zero factories.
+  // property at a time. Names are the schema's own local names (JSON-quoted; protoCamelCase leaves
+  // no underscore, so never `__proto__`), values its zero factories.
   const fields = zeros.map(([name], i) => `${JSON.stringify(name)}: zeros[${i}]()`);
   const make = new Function("typeName", "zeros", `return () => ({ $typeName: typeName, ${fields.join(", ")} });`);
   return make(
@@ -167,10 +159,6 @@ function zeroFactory(schema: DescMessage): () => AnyMessage {
  * schema is megamorphic (a dictionary lookup per store); a store of its own per field is not.
  */
 function propertySetter(name: string): (message: AnyMessage, value: unknown) => void {
-  if (name === "__proto__")
-    return (message, value) => {
-      message[name] = value;
-    };
   return new Function("message", "value", `message[${JSON.stringify(name)}] = value;`) as (
     message: AnyMessage,
     value: unknown,

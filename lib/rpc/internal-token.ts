@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { hash, timingSafeEqual } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import type { Interceptor } from "@connectrpc/connect";
 import { percentEncode } from "./grpc-unary.js";
@@ -51,8 +51,9 @@ export function acceptedDigests(tokens: readonly string[]): Buffer[] {
   return tokens.map(digest);
 }
 
+/** SHA-256 of the token, one-shot: it runs on every internal call. */
 function digest(text: string): Buffer {
-  return createHash("sha256").update(text).digest();
+  return hash("sha256", text, "buffer");
 }
 
 const MESSAGE = "this internal endpoint needs the internal token (authorization: Bearer <INTERNAL_TOKEN>)";

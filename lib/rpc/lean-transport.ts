@@ -226,13 +226,16 @@ class LeanResponse<I extends DescMessage, O extends DescMessage> {
   }
 
   get header(): Headers {
-    this.split ??= splitTrailers(this.raw);
-    return this.split.header;
+    return this.parts().header;
   }
 
   get trailer(): Headers {
+    return this.parts().trailer;
+  }
+
+  private parts(): { header: Headers; trailer: Headers } {
     this.split ??= splitTrailers(this.raw);
-    return this.split.trailer;
+    return this.split;
   }
 }
 

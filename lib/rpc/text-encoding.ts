@@ -2,8 +2,8 @@ import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire"
 
 let configured = false;
 
-/** Longer strings go to TextEncoder, whose fixed cost per call no longer dominates. */
-const ASCII_FAST_MAX = 256;
+/** Longer strings go to TextEncoder or TextDecoder, whose fixed cost per call no longer dominates. */
+export const ASCII_FAST_MAX = 256;
 
 /**
  * The UTF-8 bytes of a short all-ASCII string (ids, names, versions: nearly every string an
