@@ -22,8 +22,8 @@ export function createFsBlobStore(root: string): BlobStore {
       await mkdir(tmp, { recursive: true });
       await mkdir(dirname(path), { recursive: true });
       const temp = join(tmp, `${randomBytes(8).toString("hex")}.part`);
+      const out = createWriteStream(temp, { flags: "wx", mode: 0o600 });
       try {
-        const out = createWriteStream(temp, { flags: "wx", mode: 0o600 });
         await pipeline(source(body), out);
         const handle = await open(temp, "r+");
         try {
@@ -33,6 +33,9 @@ export function createFsBlobStore(root: string): BlobStore {
         }
         await rename(temp, path);
       } catch (err) {
+        // A body that fails at once can fail the pipeline before the stream's file is even open:
+        // the file appears when it opens, so remove it only once the stream has closed.
+        if (!out.closed) await new Promise<void>((resolve) => out.once("close", () => resolve()));
         await rm(temp, { force: true });
         throw err;
       }
