@@ -1,9 +1,10 @@
-import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { hasNul } from "../../lib/text.js";
+import { timestampIso } from "../../lib/timestamp-iso.js";
 
 /** RFC 3339 UTC with millisecond precision and a Z suffix, or null when unset (decisions.md §1). */
 export function isoOrNull(ts: Timestamp | undefined): string | null {
-  return ts ? timestampDate(ts).toISOString() : null;
+  return ts ? timestampIso(ts) : null;
 }
 
 /**

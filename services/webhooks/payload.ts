@@ -1,7 +1,7 @@
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { AssetSnapshot, CollectionSnapshot } from "../../gen/replay/events/v1/replays_pb.js";
 import type { EventOf } from "../../lib/bus/events.js";
+import { timestampIso } from "../../lib/timestamp-iso.js";
 import { WEBHOOK_EVENTS } from "../../lib/vocabulary.js";
 
 /** The eight webhook event names (spec "Events"): the vocabulary is complete. */
@@ -14,7 +14,7 @@ export type WebhookSubject = `replays.${WebhookEvent}`;
 
 export const webhookSubjects = webhookEvents.map((event) => `replays.${event}` as WebhookSubject);
 
-const iso = (ts: Timestamp | undefined) => (ts ? timestampDate(ts).toISOString() : null);
+const iso = (ts: Timestamp | undefined) => (ts ? timestampIso(ts) : null);
 const int = (value: bigint | undefined) => (value === undefined ? null : Number(value));
 
 function collectionData(c: CollectionSnapshot) {
