@@ -26,6 +26,7 @@ type Outcome = {
   bytes: number | undefined;
   errorKinds?: Record<string, number>;
   distinctKeys?: number;
+  expectedKeys?: number;
 };
 
 const ignore: Recorder = { latency() {}, status() {} };
@@ -102,13 +103,17 @@ type CheckInCall = (serverId: string, pluginVersion: string) => Promise<string |
  * target sees the same sequence of ids.
  */
 function checkInDriver(keys: CheckInKeys, connections: number, call: CheckInCall): Driver {
-  const ids = readFileSync(keys.idsFile, "utf8").split("\n").filter(Boolean);
+  const shard = keys.shard;
+  const ids = readFileSync(keys.idsFile, "utf8")
+    .split("\n")
+    .filter((id, i) => id !== "" && (!shard || i % shard.count === shard.index));
   if (ids.length === 0) throw new Error(`no server ids in ${keys.idsFile}`);
   return async (durationS, record, measured) => {
     const pluginVersion = measured ? keys.pluginVersion : `${keys.pluginVersion}-warmup`;
     const touched = new Uint8Array(ids.length);
     const errorKinds: Record<string, number> = {};
     let distinctKeys = 0;
+    let succeeded = 0;
     let errors = 0;
     let next = 0;
     const untilMs = performance.now() + durationS * 1000;
@@ -120,6 +125,7 @@ function checkInDriver(keys: CheckInKeys, connections: number, call: CheckInCall
         if (failure === undefined) {
           record.latency(performance.now() - startMs);
           record.status("200");
+          succeeded++;
           if (touched[index] === 0) {
             touched[index] = 1;
             distinctKeys++;
@@ -131,7 +137,7 @@ function checkInDriver(keys: CheckInKeys, connections: number, call: CheckInCall
       }
     };
     await Promise.all(Array.from({ length: connections }, loop));
-    return { errors, bytes: undefined, errorKinds, distinctKeys };
+    return { errors, bytes: undefined, errorKinds, distinctKeys, expectedKeys: Math.min(succeeded, ids.length) };
   };
 }
 
@@ -234,10 +240,26 @@ function driverFor(spec: LoadSpec): Driver | Promise<Driver> {
   }
 }
 
+/** Tells the parent this worker is warm and waits for its word to start measuring (load.ts, runLoad). */
+function startSignal(): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (!process.send) {
+      reject(new Error("a load in several processes needs an IPC channel to its parent"));
+      return;
+    }
+    process.on("message", (message) => {
+      if (message === "go") resolve();
+    });
+    process.send("ready");
+  });
+}
+
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? "") as LoadSpec;
   const drive = await driverFor(spec);
   if (spec.warmupS > 0) await drive(spec.warmupS, ignore, false);
+  const several = (spec.processes ?? 1) > 1;
+  if (several) await startSignal();
 
   const latencies = createSampleBuffer();
   const statusCounts: Record<string, number> = {};
@@ -266,13 +288,19 @@ async function main(): Promise<void> {
     errors: outcome.errors,
     ...(outcome.errorKinds ? { errorKinds: outcome.errorKinds } : {}),
     ...(outcome.distinctKeys === undefined ? {} : { distinctKeys: outcome.distinctKeys }),
+    ...(outcome.expectedKeys === undefined ? {} : { expectedKeys: outcome.expectedKeys }),
     non2xx,
     statusCounts,
     bytesPerResponse: outcome.bytes === undefined || requests === 0 ? undefined : outcome.bytes / requests,
     cpuMs: { ...cpu.byLabelMs, generator: (own.user + own.system) / 1000 },
     machineBusyMs: cpu.machineBusyMs,
+    // Whole microseconds: the merge's percentiles need no more, and the line stays a few hundred KB.
+    ...(several ? { samplesMs: Array.from(latencies.values(), (ms) => Math.round(ms * 1000) / 1000) } : {}),
   };
-  process.stdout.write(`${JSON.stringify(result)}\n`);
+  // A pipe takes a long line in several writes: exit only once it is all out.
+  await new Promise<void>((resolve, reject) =>
+    process.stdout.write(`${JSON.stringify(result)}\n`, (err) => (err ? reject(err) : resolve())),
+  );
 }
 
 main().then(
