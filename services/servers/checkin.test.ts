@@ -67,7 +67,7 @@ function countingBatches(db: Db): { db: Db; batches: number[] } {
 }
 
 // The recorder service's handlers behind the real error interceptor, on the real schema.
-describe.each(testDbModes())("recorder check-in ($name database)", ({ open }) => {
+describe.each(testDbModes())("recorder check-in ($name database)", ({ name, open }) => {
   async function recorderOn(db: Db) {
     const tenantId = randomUUID();
     const insert = (state: "pending" | "connected" | "deauthorised") =>
@@ -181,6 +181,37 @@ describe.each(testDbModes())("recorder check-in ($name database)", ({ open }) =>
     // One statement for the tick: each server once.
     expect(batches).toEqual([connected.length + 3]);
   });
+
+  // Embedded mode sends unnamed statements: nothing is cached there to plan again or not.
+  it.skipIf(name !== "postgres")(
+    "plans the batch statement once: its prepared statement settles on the generic plan whatever the batch sizes",
+    async () => {
+      await using testDb = await open("servers");
+      const { db } = testDb;
+      const { insert, tenantId } = await recorderOn(db);
+      const ids = await Promise.all(Array.from({ length: 3 }, () => insert("connected")));
+      // A fleet's worth of rows, analysed: on a near-empty table every plan costs about the same.
+      await db.query(
+        `INSERT INTO servers.server (server_id, tenant_id, name, state, last_seen_at)
+         SELECT gen_random_uuid(), $1, 'fleet-' || i, 'connected', now() FROM generate_series(1, 10000) AS i`,
+        [tenantId],
+      );
+      await db.query("ANALYZE servers.server");
+      const plans = await db.transaction(async (tx) => {
+        // One connection; batches of one to three, the small ones a custom plan is estimated cheapest for.
+        for (let i = 0; i < 12; i++) {
+          const batch = ids.slice(0, 1 + (i % 3)).map((serverId) => ({ serverId, at: new Date(), pluginVersion: "" }));
+          expect(await store.updateServersSeen(tx, batch)).toEqual(new Set(batch.map((c) => c.serverId)));
+        }
+        const { rows } = await tx.query<{ generic_plans: string; custom_plans: string }>(
+          "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%AS c (server_id, at, plugin_version)%'",
+        );
+        return rows.map((r) => ({ generic: Number(r.generic_plans), custom: Number(r.custom_plans) }));
+      });
+      // Postgres tries five custom plans before it compares; every execution after them is generic.
+      expect(plans).toEqual([{ generic: 7, custom: 5 }]);
+    },
+  );
 
   it("fails a check-in whose value Postgres refuses alone, with the error it gets on its own (no text guard here)", async () => {
     await using testDb = await open("servers");

@@ -103,11 +103,18 @@ export async function updateServerSeen(
  * heartbeat. `checkIns` holds one check-in per server (see foldCheckIns). The rows are locked in
  * server id order before the update, so batches that share servers never deadlock. Returns the ids
  * updated; servers not connected (pending, deauthorised or unknown) are not among them.
+ *
+ * The arrays are read through scalar subqueries so that the planner cannot see their lengths: with
+ * `unnest($1)` each execution's custom plan knows the batch size, is estimated cheaper than the
+ * generic one (which assumes 10 rows) whenever a batch is small, and Postgres plans the statement
+ * anew every time (~250 µs of its CPU, as much as the whole update of a batch of 8). Hidden, the
+ * prepared statement settles on its generic plan (index lookups by server_id whatever the size).
  */
 export async function updateServersSeen(q: Queryable, checkIns: readonly CheckIn[]): Promise<Set<string>> {
   const { rows } = await q.query<{ server_id: string }>(
     `WITH seen AS (
-       SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[]) AS c (server_id, at, plugin_version)
+       SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::timestamptz[]), (SELECT $3::text[]))
+                  AS c (server_id, at, plugin_version)
      ), locked AS MATERIALIZED (
        SELECT s.server_id FROM servers.server s JOIN seen USING (server_id)
         WHERE s.state = 'connected'
