@@ -73,6 +73,9 @@ export function machineBusyMs(): number {
   return ((total - idle) * 1000) / TICKS_PER_S;
 }
 
+/** What every load worker's command line holds (load.ts starts them as `node <dir>/load-worker.js <spec>`). */
+const LOAD_WORKER = "/load-worker.js ";
+
 export function snapshotCpu(groups: readonly CpuGroup[]): CpuSnapshot {
   const byPid = new Map<number, { label: string; cpuMs: number }>();
   const needsScan = groups.some((g) => g.cmdlineIncludes);
@@ -80,8 +83,10 @@ export function snapshotCpu(groups: readonly CpuGroup[]): CpuSnapshot {
   for (const group of groups) {
     const pids = [...(group.pids ?? [])];
     if (group.cmdlineIncludes) {
-      // Not this process: a load worker's own command line carries its spec, strings included.
-      for (const p of procs) if (p.pid !== process.pid && p.cmdline.includes(group.cmdlineIncludes)) pids.push(p.pid);
+      // No load worker (this one or a sibling of a load in several processes): a worker's command
+      // line carries its spec, these very strings included.
+      for (const p of procs)
+        if (!p.cmdline.includes(LOAD_WORKER) && p.cmdline.includes(group.cmdlineIncludes)) pids.push(p.pid);
     }
     for (const pid of pids) {
       const cpuMs = processCpuMs(pid);
