@@ -6,7 +6,7 @@ import * as store from "./store.js";
 
 // The fan-out's one statement for a group of events (events.ts), against a real database in both modes.
 
-describe.each(testDbModes())("webhooks store ($name database)", ({ open }) => {
+describe.each(testDbModes())("webhooks store ($name database)", ({ name, open }) => {
   let testDb: TestDb;
   let db: Db;
   beforeAll(async () => {
@@ -116,4 +116,66 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ open }) => {
     expect(again).toBe(0);
     expect(await deliveries(b1)).toHaveLength(1);
   });
+
+  // Embedded mode sends unnamed statements: nothing is cached there to plan again or not.
+  it.skipIf(name !== "postgres")(
+    "plans the worker's batch statements once: each settles on its generic plan on a backlog, whatever the batch sizes",
+    async () => {
+      const tenantId = randomUUID();
+      const subscriptions = await Promise.all(Array.from({ length: 10 }, () => subscribe(tenantId, ["asset.ready"])));
+      const event = () => ({
+        tenantId,
+        eventId: randomUUID(),
+        event: "asset.ready",
+        body: "{}",
+        firstAttemptAt: new Date(Date.now() - 1000),
+      });
+      // A backlog of 5 000 waiting deliveries, analysed: on a near-empty table every plan costs about the same.
+      for (let i = 0; i < 5; i++)
+        await db.transaction((tx) => store.insertDeliveries(tx, Array.from({ length: 100 }, event)));
+      await db.query("ANALYZE webhooks.delivery");
+      const plans = await db.transaction(async (tx) => {
+        // One connection; small and varying batches, the ones a custom plan is estimated cheapest for.
+        for (let i = 0; i < 12; i++) {
+          const claimed = await store.claimDeliveries(tx, {
+            owner: "test",
+            leaseMs: 30_000,
+            perSubscription: 4,
+            limit: 1 + (i % 4),
+            busy: new Map(subscriptions.slice(0, i % 3).map((id) => [id, 1])),
+          });
+          expect(claimed).toHaveLength(1 + (i % 4));
+          await store.recordAttempts(
+            tx,
+            claimed.map((d) => ({
+              deliveryId: d.delivery_id,
+              owner: "test",
+              trigger: "automatic",
+              startedAt: new Date(),
+              durationMs: 3,
+              statusCode: 200,
+              error: null,
+              nextAttemptAt: null,
+              gone: false,
+            })),
+          );
+          await store.insertDeliveries(tx, Array.from({ length: 1 + (i % 3) }, event));
+        }
+        const { rows } = await tx.query<{ statement: string; generic_plans: string; custom_plans: string }>(
+          "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements",
+        );
+        const of = (marker: string) => {
+          const row = rows.find((r) => r.statement.includes(marker));
+          return row && { generic: Number(row.generic_plans), custom: Number(row.custom_plans) };
+        };
+        return { claim: of("WITH busy AS"), record: of("WITH r AS"), fanOut: of("WITH e AS") };
+      });
+      // Postgres tries five custom plans before it compares; every execution after them is generic
+      // (the connection may have run the fan-out before, outside this transaction).
+      for (const plan of [plans.claim, plans.record, plans.fanOut]) {
+        expect(plan?.custom).toBe(5);
+        expect(plan?.generic).toBeGreaterThanOrEqual(7);
+      }
+    },
+  );
 });

@@ -289,6 +289,10 @@ export type ClaimedDelivery = {
  * in flight for one subscription in this replica, counting those it has in flight already (`busy`),
  * so that a receiver that hangs holds a few of its slots and never all of them. Each subscription
  * is probed through delivery_due_idx, so a backlog of one subscription is never scanned whole.
+ * The arrays and the limit are read through scalar subqueries, hidden from the planner: a custom
+ * plan that saw them was estimated cheaper than the generic one, and Postgres planned this
+ * statement anew at every claim (the same plan either way; see updateServersSeen in the servers
+ * store). Hidden, the prepared statement settles on its generic plan.
  */
 export async function claimDeliveries(
   q: Queryable,
@@ -302,7 +306,7 @@ export async function claimDeliveries(
 ): Promise<ClaimedDelivery[]> {
   const { rows } = await q.query<ClaimedDelivery>(
     `WITH busy AS (
-       SELECT * FROM unnest($5::uuid[], $6::int[]) AS b(subscription_id, n)
+       SELECT * FROM unnest((SELECT $5::uuid[]), (SELECT $6::int[])) AS b(subscription_id, n)
      )
      UPDATE webhooks.delivery AS d
         SET lease_owner = $1, lease_expires_at = now() + $2 * interval '1 millisecond'
@@ -321,7 +325,7 @@ export async function claimDeliveries(
            ) c
           WHERE COALESCE(b.n, 0) < $3
           ORDER BY c.due
-          LIMIT $4
+          LIMIT (SELECT $4::int)
        ) AS picked
       WHERE d.delivery_id = picked.delivery_id
       RETURNING d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, picked.url, picked.secret,
@@ -379,14 +383,17 @@ export type AttemptRecord = {
  * new attempt row (numbered from the delivery's own count), and the lease released. A delivery
  * deleted meanwhile (its subscription removed) records nothing. A manual attempt takes one queued
  * manual attempt off; success or a 410 ends the delivery, pending otherwise while any attempt is
- * still due, else failed.
+ * still due, else failed. The arrays are read through scalar subqueries so that the prepared
+ * statement settles on its generic plan instead of being planned for every batch's size (as
+ * claimDeliveries).
  */
 export async function recordAttempts(q: Queryable, records: readonly AttemptRecord[]): Promise<void> {
   if (records.length === 0) return;
   await q.query(
     `WITH r AS (
-       SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::int[], $7::text[],
-                            $8::timestamptz[], $9::bool[])
+       SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::timestamptz[]),
+                            (SELECT $5::int[]), (SELECT $6::int[]), (SELECT $7::text[]), (SELECT $8::timestamptz[]),
+                            (SELECT $9::bool[]))
          AS r(delivery_id, owner, trigger, started_at, duration_ms, status_code, error, next_attempt_at, gone)
      ), u AS (
        UPDATE webhooks.delivery AS d
