@@ -3,7 +3,7 @@ import { readFile } from "node:fs/promises";
 import { inject } from "vitest";
 import { createPgDb } from "./db.js";
 import { createEmbeddedDb, openEmbeddedPostgres } from "./embedded.js";
-import type { Db } from "./types.js";
+import type { Db, Queryable } from "./types.js";
 
 /**
  * A test database: `db` on the schema it was created for, and `dbFor` for more schemas of the same
@@ -80,4 +80,17 @@ async function createEmbeddedTestDb(schema: string): Promise<TestDb> {
     dbFor: (other) => createEmbeddedDb(embedded, other),
     [Symbol.asyncDispose]: () => embedded.close(),
   };
+}
+
+/**
+ * How often Postgres planned each prepared statement of this connection whose text holds
+ * `marker`, generically and custom (`pg_prepared_statements`; Postgres only: embedded mode sends
+ * unnamed statements). Run it on the transaction whose statements it counts.
+ */
+export async function preparedPlans(q: Queryable, marker: string): Promise<{ generic: number; custom: number }[]> {
+  const { rows } = await q.query<{ generic_plans: string; custom_plans: string }>(
+    "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE strpos(statement, $1) > 0",
+    [marker],
+  );
+  return rows.map((r) => ({ generic: Number(r.generic_plans), custom: Number(r.custom_plans) }));
 }

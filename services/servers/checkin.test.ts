@@ -4,7 +4,7 @@ import { Code, ConnectError, createClient, createRouterTransport } from "@connec
 import { describe, expect, it } from "vitest";
 import { RecorderService } from "../../gen/replay/servers/v1/recorder_pb.js";
 import { ServerStatus } from "../../gen/replay/servers/v1/servers_pb.js";
-import { testDbModes } from "../../lib/db/_testing.js";
+import { preparedPlans, testDbModes } from "../../lib/db/_testing.js";
 import type { Db } from "../../lib/db/types.js";
 import { contractCodeOf, errorInterceptor } from "../../lib/rpc/errors.js";
 import { foldCheckIns } from "./checkin.js";
@@ -203,10 +203,7 @@ describe.each(testDbModes())("recorder check-in ($name database)", ({ name, open
           const batch = ids.slice(0, 1 + (i % 3)).map((serverId) => ({ serverId, at: new Date(), pluginVersion: "" }));
           expect(await store.updateServersSeen(tx, batch)).toEqual(new Set(batch.map((c) => c.serverId)));
         }
-        const { rows } = await tx.query<{ generic_plans: string; custom_plans: string }>(
-          "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%AS c (server_id, at, plugin_version)%'",
-        );
-        return rows.map((r) => ({ generic: Number(r.generic_plans), custom: Number(r.custom_plans) }));
+        return preparedPlans(tx, "AS c (server_id, at, plugin_version)");
       });
       // Postgres tries five custom plans before it compares; every execution after them is generic.
       expect(plans).toEqual([{ generic: 7, custom: 5 }]);

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type TestDb, testDbModes } from "../../lib/db/_testing.js";
+import { preparedPlans, type TestDb, testDbModes } from "../../lib/db/_testing.js";
 import type { Db } from "../../lib/db/types.js";
 import * as store from "./store.js";
 
@@ -161,14 +161,10 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
           );
           await store.insertDeliveries(tx, Array.from({ length: 1 + (i % 3) }, event));
         }
-        const { rows } = await tx.query<{ statement: string; generic_plans: string; custom_plans: string }>(
-          "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements",
-        );
-        const of = (marker: string) => {
-          const row = rows.find((r) => r.statement.includes(marker));
-          return row && { generic: Number(row.generic_plans), custom: Number(row.custom_plans) };
-        };
-        return { claim: of("WITH busy AS"), record: of("WITH r AS"), fanOut: of("WITH e AS") };
+        const [claim] = await preparedPlans(tx, "WITH busy AS");
+        const [record] = await preparedPlans(tx, "WITH r AS");
+        const [fanOut] = await preparedPlans(tx, "WITH e AS");
+        return { claim, record, fanOut };
       });
       // Postgres tries five custom plans before it compares; every execution after them is generic
       // (the connection may have run the fan-out before, outside this transaction).

@@ -282,7 +282,8 @@ async function verify(
     [pluginVersion, notBefore],
   );
   const { tagged, fresh } = rows[0] ?? { tagged: 0, fresh: 0 };
-  const expected = result.expectedKeys ?? Math.min(result.requests, SERVER_COUNT);
+  // Every check-in worker reports it (load-worker.ts); none reported fails the check below.
+  const expected = result.expectedKeys ?? 0;
   const ok =
     result.errors === 0 &&
     expected > 0 &&
