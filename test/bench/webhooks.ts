@@ -87,6 +87,8 @@ export async function run(_args: string[]): Promise<void> {
       { label: "replays", pids: findChildPids(process.pid, "start.js replays") },
       { label: "postgres", cmdlineIncludes: ` ${new URL(sys.databaseUrl as string).pathname.slice(1)} ` },
       { label: "receiver", pids: [receiver.pid] },
+      // The bus the events travel on: the system's cost, none of the baseline's.
+      { label: "nats", cmdlineIncludes: "nats-server" },
     ];
 
     // The baseline sends what the system will send: the bodies of these events, to every target.
@@ -143,6 +145,9 @@ export async function run(_args: string[]): Promise<void> {
       // The sender has exited by now: it reports its own CPU time.
       if (senderCpuMs > 0) cpu.byLabelMs["baseline sender"] = senderCpuMs;
       cpu.byLabelMs.postgres = (cpu.byLabelMs.postgres ?? 0) + logPostgresCpuMs;
+      // The machine's CPU outside every process above (the harness, the system's idle processes, the kernel's own).
+      const measuredMs = Object.values(cpu.byLabelMs).reduce((sum, ms) => sum + ms, 0);
+      cpu.byLabelMs.other = Math.max(0, cpu.machineBusyMs - measuredMs);
       const deliveries = received.length;
       phases.push({
         target,
@@ -192,7 +197,7 @@ export async function run(_args: string[]): Promise<void> {
   const ratio = system ? system.perSecond / baselineRate : undefined;
   const floor = phases.find((p) => p.target === "floor");
   const floorRatio = floor ? floor.perSecond / baselineRate : undefined;
-  const labels = ["webhooks", "replays", "postgres", "receiver", "baseline sender"];
+  const labels = ["webhooks", "replays", "postgres", "nats", "receiver", "baseline sender", "other"];
   const table = formatTable(
     [
       "target",
@@ -235,7 +240,8 @@ export async function run(_args: string[]): Promise<void> {
       `webhooks benchmark: ${EVENTS} events x ${SUBSCRIPTIONS} subscriptions = ${EVENTS * SUBSCRIPTIONS} deliveries to one HTTPS receiver process, ` +
         `concurrency ${CONCURRENCY} (the worker's: ${PER_SUBSCRIPTION_MAX} per subscription); baseline before and after`,
       `machine: ${cpus().length} cores, shared; node ${process.version}. Delay: from the event (system) or the start (baseline) to receipt.`,
-      "CPU µs per delivery by process (from /proc around each phase; the baseline sender is its own process)",
+      "CPU µs per delivery by process (from /proc around each phase; the baseline sender is its own process; other = the",
+      "machine's busy time outside them: the harness, the system's idle processes, the kernel's threads)",
       "floor = the baseline's sender keeping the cheapest delivery log we know (test/bench/delivery-log-floor.ts: each body once,",
       "        one narrow row per delivery, multi-row durable inserts after the sends; no bus, lease, schedule or retry): what any",
       "        sender that logs its deliveries pays at least; its process reads in the baseline sender column",

