@@ -38,6 +38,60 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
     return rows;
   };
 
+  it("logs an attempt recorded after its lease was taken over, and leaves the delivery's state to the holder", async () => {
+    const tenantId = randomUUID();
+    const subscriptionId = await subscribe(tenantId, ["asset.ready"]);
+    await db.transaction((tx) =>
+      store.insertDeliveries(tx, [
+        { tenantId, eventId: randomUUID(), event: "asset.ready", body: "{}", firstAttemptAt: new Date(Date.now() - 1) },
+      ]),
+    );
+    const claim = (owner: string) =>
+      store.claimDeliveries(db, { owner, leaseMs: 60_000, perSubscription: 16, limit: 10, busy: new Map() });
+    const claimed = (await claim("replica-a")).find((d) => d.subscription_id === subscriptionId);
+    if (!claimed) throw new Error("nothing claimed");
+    // Replica A's lease runs out while its attempt hangs; replica B claims, sends and succeeds.
+    await db.query(
+      "UPDATE webhooks.delivery SET lease_expires_at = now() - interval '1 second' WHERE delivery_id = $1",
+      [claimed.delivery_id],
+    );
+    expect((await claim("replica-b")).map((d) => d.delivery_id)).toContain(claimed.delivery_id);
+    const record = (owner: string, statusCode: number): store.AttemptRecord => ({
+      deliveryId: claimed.delivery_id,
+      owner,
+      trigger: "automatic",
+      startedAt: new Date(),
+      durationMs: 5,
+      statusCode,
+      error: statusCode === 200 ? null : `HTTP ${statusCode}`,
+      nextAttemptAt: statusCode === 200 ? null : new Date(Date.now() + 60_000),
+      gone: false,
+    });
+    await store.recordAttempts(db, [record("replica-b", 200)]);
+    // A's failure comes last: logged, but the delivery stays succeeded, with no attempt due.
+    await store.recordAttempts(db, [record("replica-a", 500)]);
+    const { rows } = await db.query(
+      `SELECT status, last_status_code, next_attempt_at, attempt_count, automatic_attempts, lease_owner
+         FROM webhooks.delivery WHERE delivery_id = $1`,
+      [claimed.delivery_id],
+    );
+    expect(rows).toEqual([
+      {
+        status: "succeeded",
+        last_status_code: 200,
+        next_attempt_at: null,
+        attempt_count: 2,
+        automatic_attempts: 1,
+        lease_owner: null,
+      },
+    ]);
+    const attempts = await store.listAttempts(db, [claimed.delivery_id]);
+    expect(attempts.map((a) => [a.attempt, a.status_code])).toEqual([
+      [2, 500],
+      [1, 200],
+    ]);
+  });
+
   it("fans out several events in one statement, each delivery with its own event's body and first attempt", async () => {
     const [tenantA, tenantB] = [randomUUID(), randomUUID()];
     const a1 = await subscribe(tenantA, ["asset.ready"]);
@@ -166,11 +220,14 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
         const [fanOut] = await preparedPlans(tx, "WITH e AS");
         return { claim, record, fanOut };
       });
-      // Postgres tries five custom plans before it compares; every execution after them is generic
-      // (the connection may have run the fan-out before, outside this transaction).
+      // Postgres tries five custom plans before it compares, and may still pick a custom one at the
+      // next comparison or two (the claim does, depending on the other tests' subscriptions); then
+      // it settles on the generic plan. With the arrays in sight of the planner, all 12 were custom.
+      // (The connection may have run the fan-out before, outside this transaction.)
       for (const plan of [plans.claim, plans.record, plans.fanOut]) {
-        expect(plan?.custom).toBe(5);
-        expect(plan?.generic).toBeGreaterThanOrEqual(7);
+        expect(plan?.custom).toBeGreaterThanOrEqual(5);
+        expect(plan?.custom).toBeLessThanOrEqual(7);
+        expect(plan?.generic).toBeGreaterThanOrEqual(5);
       }
     },
   );

@@ -379,13 +379,16 @@ export type AttemptRecord = {
 };
 
 /**
- * Records finished attempts in one statement: each delivery's counters, status and schedule, its
- * new attempt row (numbered from the delivery's own count), and the lease released. A delivery
- * deleted meanwhile (its subscription removed) records nothing. A manual attempt takes one queued
- * manual attempt off; success or a 410 ends the delivery, pending otherwise while any attempt is
- * still due, else failed. The arrays are read through scalar subqueries so that the prepared
- * statement settles on its generic plan instead of being planned for every batch's size (as
- * claimDeliveries).
+ * Records finished attempts in one statement: each delivery's new attempt row (numbered from the
+ * delivery's own count) and, while the recording worker still holds its lease, its counters, status
+ * and schedule, and the lease released. A delivery deleted meanwhile (its subscription removed)
+ * records nothing. A manual attempt takes one queued manual attempt off; success or a 410 ends the
+ * delivery, pending otherwise while any attempt is still due, else failed. An attempt recorded after
+ * its lease ran out and another replica claimed the delivery (or attempted and released it) is
+ * logged and counted in attempt_count only: the delivery's state is the current holder's, so a late
+ * failure never turns a succeeded delivery back to pending, nor moves its schedule. The arrays are
+ * read through scalar subqueries so that the prepared statement settles on its generic plan instead
+ * of being planned for every batch's size (as claimDeliveries).
  */
 export async function recordAttempts(q: Queryable, records: readonly AttemptRecord[]): Promise<void> {
   if (records.length === 0) return;
@@ -398,21 +401,26 @@ export async function recordAttempts(q: Queryable, records: readonly AttemptReco
      ), u AS (
        UPDATE webhooks.delivery AS d
           SET attempt_count = d.attempt_count + 1,
-              automatic_attempts = d.automatic_attempts + (r.trigger = 'automatic')::int,
-              manual_queued = CASE WHEN r.error IS NULL OR r.gone THEN 0
+              automatic_attempts = d.automatic_attempts
+                + (d.lease_owner IS NOT DISTINCT FROM r.owner AND r.trigger = 'automatic')::int,
+              manual_queued = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.manual_queued
+                                   WHEN r.error IS NULL OR r.gone THEN 0
                                    WHEN r.trigger = 'manual' THEN GREATEST(d.manual_queued - 1, 0)
                                    ELSE d.manual_queued END,
-              next_attempt_at = CASE WHEN r.error IS NULL OR r.gone THEN NULL
+              next_attempt_at = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.next_attempt_at
+                                     WHEN r.error IS NULL OR r.gone THEN NULL
                                      WHEN r.trigger = 'automatic' THEN r.next_attempt_at
                                      ELSE d.next_attempt_at END,
-              status = CASE WHEN r.error IS NULL THEN 'succeeded'
+              status = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.status
+                            WHEN r.error IS NULL THEN 'succeeded'
                             WHEN r.gone THEN 'failed'
                             WHEN (r.trigger = 'manual' AND d.manual_queued > 1)
                               OR (r.trigger = 'automatic' AND (d.manual_queued > 0 OR r.next_attempt_at IS NOT NULL))
                               OR (r.trigger = 'manual' AND d.next_attempt_at IS NOT NULL) THEN 'pending'
                             ELSE 'failed' END,
-              last_status_code = r.status_code,
-              last_error = r.error,
+              last_status_code = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.last_status_code
+                                      ELSE r.status_code END,
+              last_error = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.last_error ELSE r.error END,
               updated_at = now(),
               lease_owner = CASE WHEN d.lease_owner = r.owner THEN NULL ELSE d.lease_owner END,
               lease_expires_at = CASE WHEN d.lease_owner = r.owner THEN NULL ELSE d.lease_expires_at END
