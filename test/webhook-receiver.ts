@@ -27,6 +27,8 @@ export type ReceivedRequest = {
   json: unknown;
   /** When the request's body had arrived (Date.now()). */
   at: number;
+  /** Whether its connection has closed (the sender cut it, or the receiver's answer ended it). */
+  closed: boolean;
 };
 
 /** How the receiver answers one path: a status after an optional delay; `hang` never answers. */
@@ -69,7 +71,11 @@ export async function startWebhookReceiver(options: { port?: number; certDir: st
           json = undefined;
         }
         const index = requests.filter((r) => r.path === path).length;
-        requests.push({ path, headers: req.headers, raw, json, at: Date.now() });
+        const received: ReceivedRequest = { path, headers: req.headers, raw, json, at: Date.now(), closed: false };
+        req.socket.once("close", () => {
+          received.closed = true;
+        });
+        requests.push(received);
         const configured = behaviours.get(path) ?? {};
         const b = typeof configured === "function" ? configured(index) : configured;
         if (b.hang) return;

@@ -51,7 +51,14 @@ export type DeliveryClient = AsyncDisposable & {
    * like an attempt's, then closed): no request is sent.
    */
   probe(url: string): Promise<boolean>;
+  /** Waits for the attempts in flight, then closes every connection. */
   close(): Promise<void>;
+  /**
+   * Cuts the attempts in flight (each ends as failed) and closes every connection, without
+   * waiting: before their deliveries are handed to another replica, so that two never send one
+   * delivery at once.
+   */
+  destroy(): Promise<void>;
 };
 
 /** The connection was refused before it was made, because the host resolved to a blocked address. */
@@ -161,7 +168,7 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
   }
 
   const close = () => agent.close();
-  return { send, probe, close, [Symbol.asyncDispose]: close };
+  return { send, probe, close, destroy: () => agent.destroy(), [Symbol.asyncDispose]: close };
 }
 
 function outcomeOf(statusCode: number, retryAfter: string | string[] | undefined, nowMs: number): AttemptOutcome {

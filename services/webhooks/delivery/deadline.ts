@@ -29,7 +29,11 @@ export class Deadline extends EventEmitter {
 
 /** The promise's outcome, or the deadline's TimeoutError as soon as it passes. */
 export function abortable<T>(deadline: Deadline, promise: Promise<T>): Promise<T> {
-  if (deadline.aborted) return Promise.reject(deadline.reason);
+  if (deadline.aborted) {
+    // Its outcome is no longer wanted, but a rejection of it must not go unhandled.
+    promise.catch(() => {});
+    return Promise.reject(deadline.reason);
+  }
   return new Promise((resolve, reject) => {
     const onAbort = () => reject(deadline.reason);
     deadline.on("abort", onAbort);

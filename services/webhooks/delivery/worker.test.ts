@@ -314,7 +314,7 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
     expect(receiver.requests(paths.slow)).toHaveLength(2);
   });
 
-  it("on stop, finishes and records the attempts in flight, and hands back those that outlast the drain", async () => {
+  it("on stop, finishes and records the attempts in flight, and hands back those that outlast the drain once their requests are cut", async () => {
     const slow = await subscriptionWith(2);
     receiver.behave(slow.path, { delayMs: 300 });
     const w = worker();
@@ -326,7 +326,21 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
     receiver.behave(stuck.path, { hang: true });
     const w2 = worker({ timeoutMs: 10_000 });
     await receiver.waitForRequests(stuck.path, 1, 5_000);
-    await w2.stop(200);
+    const stopping = w2.stop(200);
+    // Handed back only once its request was cut: another replica may claim it at once.
+    await pollUntil(
+      async () =>
+        (
+          await db.query("SELECT 1 FROM webhooks.delivery WHERE subscription_id = $1 AND lease_owner IS NULL", [
+            stuck.subscriptionId,
+          ])
+        ).rows.length,
+      (n) => n === 1,
+      5_000,
+      5,
+    );
+    expect(receiver.requests(stuck.path)[0]?.closed).toBe(true);
+    await stopping;
     const { rows } = await db.query<{ lease_owner: string | null; attempt_count: number; status: string }>(
       "SELECT lease_owner, attempt_count, status FROM webhooks.delivery WHERE subscription_id = $1",
       [stuck.subscriptionId],

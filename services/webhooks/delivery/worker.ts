@@ -397,13 +397,17 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       clearTimeout(gathering);
       clearInterval(probes);
       const unfinished = [...inFlight.keys()];
-      if (unfinished.length > 0) {
-        log.warn({ deliveries: unfinished.length }, "handing back deliveries still in flight at the end of the drain");
-        await store.releaseDeliveries(db, owner, unfinished).catch((err: unknown) => {
-          log.error({ err }, "handing back deliveries failed; their leases run out instead");
-        });
+      if (unfinished.length === 0) {
+        await client.close();
+        return;
       }
-      await client.close();
+      // Their requests are cut first: a delivery handed back while its request still ran could be
+      // claimed and sent by another replica at the same time.
+      await client.destroy();
+      log.warn({ deliveries: unfinished.length }, "handing back deliveries still in flight at the end of the drain");
+      await store.releaseDeliveries(db, owner, unfinished).catch((err: unknown) => {
+        log.error({ err }, "handing back deliveries failed; their leases run out instead");
+      });
     },
   };
 }
