@@ -12,6 +12,11 @@ export type BusMessage = {
   data: Uint8Array;
   /** The W3C traceparent of the hop that committed the event (lib/trace.ts), when it had one. */
   traceparent?: string;
+  /**
+   * The bus delivered this message before (JetStream's redelivery after a failure, an ack lost or
+   * the ack wait passed): its event may have been applied already.
+   */
+  redelivered?: boolean;
   settle?: (tx: Tx) => Promise<void>;
 };
 

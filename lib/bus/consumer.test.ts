@@ -238,7 +238,7 @@ describe("consumer", () => {
     };
     await startConsumer({ ...deps(), bus }, consumer);
     const event = buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" });
-    const deliver = () => handler(message(event));
+    const deliver = (redelivered = false) => handler({ ...message(event), redelivered });
 
     fail = true;
     await expect(deliver()).rejects.toThrow("projection failed");
@@ -246,9 +246,39 @@ describe("consumer", () => {
     fail = false;
     await deliver();
     expect(steps.splice(0)).toEqual(["prepare", "handle true", "settled true"]);
-    // Delivered again after it was applied: prepared again, not handled, not applied.
+    // Delivered again after it was applied (its first delivery's ack lost): prepared again, not
+    // handled, not applied.
     await deliver();
     expect(steps.splice(0)).toEqual(["prepare", "settled false"]);
+    expect(await appliedCount(tenantId)).toBe(1);
+  });
+
+  it("does not run prepare for a message the bus delivers again: its handler runs without, if the event is new", async () => {
+    const { bus, handler } = handingBus();
+    const tenantId = randomUUID();
+    const steps: string[] = [];
+    const consumer: Consumer = {
+      durable: `redelivered_${randomUUID().slice(0, 8)}`,
+      concurrency: 4,
+      prepare: async () => {
+        steps.push("prepare");
+        return { settled: (applied: boolean) => steps.push(`settled ${applied}`) } as Prepared;
+      },
+      handlers: {
+        "servers.server.created": async (tx, event, prepared) => {
+          steps.push(`handle ${prepared === undefined ? "unprepared" : "prepared"}`);
+          await tx.query("INSERT INTO consumer_test.applied (tenant_id) VALUES ($1)", [event.tenantId]);
+        },
+      },
+    };
+    await startConsumer({ ...deps(), bus }, consumer);
+    const event = buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" });
+    // Its first delivery failed before the transaction (or the process died): applied now, unprepared.
+    await handler({ ...message(event), redelivered: true });
+    expect(steps.splice(0)).toEqual(["handle unprepared"]);
+    // Applied, then delivered again (the ack was lost): nothing runs at all.
+    await handler({ ...message(event), redelivered: true });
+    expect(steps.splice(0)).toEqual([]);
     expect(await appliedCount(tenantId)).toBe(1);
   });
 });

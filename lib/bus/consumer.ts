@@ -60,8 +60,12 @@ export type Consumer = {
   /**
    * Work for an event that must not hold its transaction open (the webhooks service's first
    * delivery attempts, HTTP calls), done before the transaction: what it resolves to reaches the
-   * handler. It runs each time the bus delivers the event, also when the inbox then finds it applied
-   * already (the handler does not run, and `settled` says so); never for an event too old to apply.
+   * handler. It runs on the bus's first delivery of the event, also when the inbox then finds it
+   * applied already (the handler does not run, and `settled` says so); never for an event too old
+   * to apply, nor for a message the bus delivers again (`redelivered`): that event may have been
+   * applied, and work outside its transaction would be done twice with no record of the second
+   * time. The handler then gets no prepared result and must do without (the webhooks fan-out
+   * leaves the deliveries to its worker).
    */
   prepare?: (subject: EventSubject, event: EventOf<EventSubject>, hop: TraceContext) => Promise<Prepared | undefined>;
 };
@@ -92,7 +96,7 @@ export async function startConsumer(deps: ConsumerDeps, consumer: Consumer): Pro
   const prepare = consumer.prepare;
   const apply = prepare
     ? async (msg: BusMessage): Promise<boolean> => {
-        const prepared = await prepareEvent(deps, consumer, prepare, msg);
+        const prepared = msg.redelivered ? undefined : await prepareEvent(deps, consumer, prepare, msg);
         let applied = false;
         try {
           applied = await applyPrepared(msg);

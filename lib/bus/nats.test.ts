@@ -70,6 +70,20 @@ describe.skipIf(!servers)("NATS JetStream bus (skipped: no NATS_URL and no nats-
     expect([...done].sort()).toEqual([...ids].sort());
   });
 
+  it("says which deliveries of a message are redeliveries", async () => {
+    await using t = await createNatsTestBus(servers);
+    const seen: (boolean | undefined)[] = [];
+    onTestFinished(
+      await t.bus.subscribe("redelivered", ["replays.asset.ready"], async (msg) => {
+        seen.push(msg.redelivered);
+        if (seen.length === 1) throw new Error("transient failure");
+      }),
+    );
+    await t.bus.publish("replays.asset.ready", randomUUID(), new Uint8Array());
+    await waitFor("the redelivery", () => seen.length === 2, 10_000);
+    expect(seen).toEqual([false, true]);
+  });
+
   it("keeps namespaces apart on one server", async () => {
     await using a = await createNatsTestBus(servers);
     await using b = await createNatsTestBus(servers);

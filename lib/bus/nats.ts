@@ -142,7 +142,13 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
     // Keeps a long handler's message from being redelivered to another replica after ackWait.
     const keepAlive = setInterval(() => msg.working(), ackWaitMs / 3);
     try {
-      await handler({ subject, eventId, data: msg.data, traceparent: traceparentOf(msg) });
+      await handler({
+        subject,
+        eventId,
+        data: msg.data,
+        traceparent: traceparentOf(msg),
+        redelivered: msg.info.redelivered,
+      });
     } catch (err) {
       const delayMs = Math.min(nakBaseMs * 2 ** (msg.info.deliveryCount - 1), nakMaxMs);
       log.warn(
