@@ -241,6 +241,22 @@ describe.each(sharedSystems())("recording lifecycle ($mode mode)", (sys) => {
     expect(await codeOf(rpc.finishRecording({ replayId }))).toBe("OK");
   });
 
+  it("refuses an integration over 256 characters and a size_bytes past 2^53 - 1 as INVALID_ARGUMENT, changing nothing", async () => {
+    const t = await tenant();
+    const { serverId, replayId } = await t.recordingServer();
+    // Past 2^53 - 1 the JSON answers could not carry it exactly; near 2^63 the usage sum overflowed (a 500).
+    expect(await codeOf(rpc.finishRecording({ replayId, sizeBytes: 2n ** 53n }))).toBe("INVALID_ARGUMENT");
+    expect(await codeOf(rpc.finishRecording({ replayId, sizeBytes: 2n ** 63n - 1n }))).toBe("INVALID_ARGUMENT");
+    expect(await codeOf(rpc.finishRecording({ replayId, sizeBytes: 1_024n }))).toBe("OK");
+    // Random text does not compress under Postgres's index entry limit: it was a 500.
+    expect(await codeOf(rpc.startRecording({ serverId, integration: randomBytes(2_048).toString("hex") }))).toBe(
+      "INVALID_ARGUMENT",
+    );
+    expect(await codeOf(rpc.startRecording({ serverId, integration: "🎮".repeat(257) }))).toBe("INVALID_ARGUMENT");
+    // The bound itself: 256 characters of four UTF-8 bytes each.
+    expect(await codeOf(rpc.startRecording({ serverId, integration: "🎮".repeat(256) }))).toBe("OK");
+  });
+
   it("makes one transition, with one event, when callers race", async () => {
     const t = await tenant();
     const { serverId, replayId } = await t.recordingServer();

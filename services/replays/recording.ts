@@ -11,6 +11,7 @@ import { DomainError } from "../../lib/errors.js";
 import { newId, parseUuid } from "../../lib/ids.js";
 import { logger } from "../../lib/log.js";
 import { traceOf } from "../../lib/rpc/context.js";
+import { codePointLength } from "../../lib/text.js";
 import { traceLogFields } from "../../lib/trace.js";
 import { archiveChunks, archiveKeyOf, readArchiveHeader, UPLOAD_ABANDON_MS, UPLOAD_MAX_MS } from "./archive.js";
 import type { ReplayRow } from "./recording-store.js";
@@ -26,6 +27,14 @@ export const DEFAULT_RETENTION_DAYS = 90;
 export const DEFAULT_HOT_DAYS = 30;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+/**
+ * The longest integration name a recording may carry, in code points: the spec sets none, and
+ * Postgres refuses an index entry over ~2.7 kB (the integration filter's index holds it), which
+ * would answer a longer one with a 500.
+ */
+export const INTEGRATION_MAX_CHARS = 256;
+/** The largest size_bytes a finish may report: the JSON answers carry it as a number, exact to 2^53 - 1. */
+const SIZE_BYTES_MAX = BigInt(Number.MAX_SAFE_INTEGER);
 const daysAfter = (date: Date, days: number) => new Date(date.getTime() + days * DAY_MS);
 
 const log = logger("replays:recording");
@@ -138,6 +147,9 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       const now = deps.now();
       const startedAt = dateOf(req.startedAt, now);
       const quality = req.quality === Quality.HD ? "hd" : "standard";
+      if (codePointLength(req.integration) > INTEGRATION_MAX_CHARS) {
+        throw new DomainError("INVALID_ARGUMENT", `integration must be at most ${INTEGRATION_MAX_CHARS} characters`);
+      }
       const replayId = newId();
       try {
         await db.transaction(
@@ -194,6 +206,9 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       const sizeBytes = req.sizeBytes ?? 0n;
       const formatVersion = req.formatVersion ?? 1;
       if (sizeBytes < 0n) throw new DomainError("INVALID_ARGUMENT", "size_bytes must not be negative");
+      if (sizeBytes > SIZE_BYTES_MAX) {
+        throw new DomainError("INVALID_ARGUMENT", `size_bytes must be at most ${SIZE_BYTES_MAX} (2^53 - 1)`);
+      }
       return transition(
         ctx,
         req.replayId,
