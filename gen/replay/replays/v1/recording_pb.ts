@@ -30,7 +30,8 @@ export type StartRecordingRequest = Message<"replay.replays.v1.StartRecordingReq
   serverId: string;
 
   /**
-   * The name of the game integration. If empty, the replay names none.
+   * The name of the game integration, at most 256 characters (INVALID_ARGUMENT beyond). If empty,
+   * the replay names none.
    *
    * @generated from field: string integration = 2;
    */
@@ -100,7 +101,7 @@ export type FinishRecordingRequest = Message<"replay.replays.v1.FinishRecordingR
   endedAt?: Timestamp | undefined;
 
   /**
-   * The archive's size in bytes. If unset, 0.
+   * The archive's size in bytes, 0 to 2^53 - 1 (INVALID_ARGUMENT outside). If unset, 0.
    *
    * @generated from field: optional int64 size_bytes = 3;
    */
