@@ -238,7 +238,7 @@ describe("consumer", () => {
     };
     await startConsumer({ ...deps(), bus }, consumer);
     const event = buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" });
-    const deliver = (redelivered = false) => handler({ ...message(event), redelivered });
+    const deliver = () => handler(message(event));
 
     fail = true;
     await expect(deliver()).rejects.toThrow("projection failed");

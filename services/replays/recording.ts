@@ -32,7 +32,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
  * Postgres refuses an index entry over ~2.7 kB (the integration filter's index holds it), which
  * would answer a longer one with a 500.
  */
-export const INTEGRATION_MAX_CHARS = 256;
+const INTEGRATION_MAX_CHARS = 256;
 /** The largest size_bytes a finish may report: the JSON answers carry it as a number, exact to 2^53 - 1. */
 const SIZE_BYTES_MAX = BigInt(Number.MAX_SAFE_INTEGER);
 const daysAfter = (date: Date, days: number) => new Date(date.getTime() + days * DAY_MS);
