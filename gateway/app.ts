@@ -23,6 +23,8 @@ const accessLog = logger("gateway:access");
 
 /** decisions.md §1: "64 KiB" is 65 536 bytes, refused before authentication. */
 export const BODY_LIMIT_BYTES = 65_536;
+/** Retry-After on a 503 SERVICE_UNAVAILABLE: a replica restarts, or the pool reconnects, within seconds. */
+const SERVICE_UNAVAILABLE_RETRY_AFTER_S = "1";
 const ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
 // Node caps the request line and headers at 16 KiB, so no id can be longer; a long id is refused by
 // its route with the route's own code (INVALID_SERVER_ID, ...) after authentication, like any other.
@@ -370,6 +372,8 @@ function discardBody(stream: FastifyRequest["raw"]): Promise<void> {
 }
 
 function sendProblem(req: FastifyRequest, reply: FastifyReply, body: Problem) {
+  // A backend or the database away for a moment (a restart, a failover): the client may retry soon.
+  if (body.code === "SERVICE_UNAVAILABLE") reply.header("retry-after", SERVICE_UNAVAILABLE_RETRY_AFTER_S);
   return reply
     .header("x-request-id", req.id)
     .code(body.status)

@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { isConnectionLoss } from "../lib/db/errors.js";
 import { DomainError, type ErrorCode, errorCodes } from "../lib/errors.js";
 import { type Problem, problem } from "../lib/problem.js";
 import { contractCodeOf } from "../lib/rpc/errors.js";
@@ -22,7 +23,7 @@ const fastifyCodes: Record<string, [ErrorCode, string]> = {
 /**
  * The gateway's one mapping from a failure to a problem: a DomainError carries its code; a
  * ConnectError from a service carries an ErrorDetail with the contract code; a service that is
- * unreachable or too slow is SERVICE_UNAVAILABLE; a procedure not built yet is NOT_IMPLEMENTED;
+ * unreachable or too slow, or a lost database connection, is SERVICE_UNAVAILABLE; a procedure not built yet is NOT_IMPLEMENTED;
  * everything else is INTERNAL_ERROR, and no 5xx ever echoes the underlying message.
  */
 export function toProblem(err: unknown): Problem {
@@ -40,6 +41,8 @@ export function toProblem(err: unknown): Problem {
     }
     return problem("INTERNAL_ERROR", defaultDetail("INTERNAL_ERROR"));
   }
+  // The gateway's own database (authentication, nonces, the admin API) went away under the request.
+  if (isConnectionLoss(err)) return problem("SERVICE_UNAVAILABLE", "the database is unavailable; retry later");
   const fastifyCode = (err as { code?: unknown } | null)?.code;
   if (typeof fastifyCode === "string" && fastifyCodes[fastifyCode]) {
     const [code, detail] = fastifyCodes[fastifyCode];

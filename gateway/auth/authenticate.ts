@@ -1,3 +1,4 @@
+import { readRetryingConnectionLoss } from "../../lib/db/errors.js";
 import type { Queryable } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { canonicalQuery, canonicalString, hmacSha256Hex, sha256Hex } from "../../lib/signing.js";
@@ -36,7 +37,7 @@ export function createAuthenticator(deps: { db: Queryable; keyCache: KeyCache; n
       const keyHash = hashApiKey(bearer.token);
       const cached = keyCache.get(keyHash, now());
       if (cached) return cached;
-      const identity = await store.findApiKeyIdentityByHash(db, keyHash);
+      const identity = await readRetryingConnectionLoss(() => store.findApiKeyIdentityByHash(db, keyHash));
       if (!identity) throw new DomainError("INVALID_API_KEY", "the API key is not valid");
       keyCache.set(keyHash, identity, now());
       return identity;
@@ -56,7 +57,7 @@ export function createAuthenticator(deps: { db: Queryable; keyCache: KeyCache; n
       }
       const { tenant, ts, nonce, kid, sig } = parsed.params;
       const tenantId = tenant.toLowerCase();
-      const key = await store.findSigningKeyByKid(db, kid);
+      const key = await readRetryingConnectionLoss(() => store.findSigningKeyByKid(db, kid));
       // canonicalQuery takes the query as URL.search has it and drops one leading "?": the query
       // after the URL's first "?" may begin with another, which is part of what was signed.
       const query = canonicalQuery(`?${req.rawQuery}`);

@@ -90,6 +90,16 @@ export function createPgDb(options: PgOptions): Db {
     query,
     async transaction<T>(fn: (tx: Tx) => Promise<T>, options?: TransactionOptions): Promise<T> {
       const client = await pool.connect();
+      // A checked-out client has no pool listener: the connection's loss (a failover, a restart,
+      // pg_terminate_backend) is emitted on the client, and unheard it would crash the process.
+      // pg also fails the statement running, and the next one: the transaction fails alone with a
+      // connection-loss error (errors.ts isConnectionLoss), and the client is destroyed below.
+      let lost: Error | undefined;
+      const onLost = (err: Error) => {
+        lost ??= err;
+        log.warn({ err: err.message, schema }, "Postgres connection lost in a transaction");
+      };
+      client.on("error", onLost);
       const afterCommit: (() => void)[] = [];
       let broken = false;
       try {
@@ -107,15 +117,20 @@ export function createPgDb(options: PgOptions): Db {
         for (const hook of afterCommit) runHook(hook);
         return result;
       } catch (err) {
-        try {
-          await client.query("ROLLBACK");
-        } catch {
-          broken = true;
+        if (lost) broken = true;
+        else {
+          try {
+            await client.query("ROLLBACK");
+          } catch {
+            broken = true;
+          }
         }
         throw err;
       } finally {
-        // A client whose ROLLBACK failed is in an unknown state: destroy it rather than reuse it.
-        client.release(broken);
+        client.off("error", onLost);
+        // A client whose connection was lost or whose ROLLBACK failed is in an unknown state:
+        // destroy it rather than reuse it.
+        client.release(broken || lost !== undefined);
       }
     },
     async listen(channel, onNotify) {

@@ -1,5 +1,6 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { ErrorDetailSchema } from "../../gen/replay/common/v1/common_pb.js";
+import { isConnectionLoss } from "../db/errors.js";
 import { DomainError, type ErrorCode, errorCodes, type FieldViolation, isErrorCode } from "../errors.js";
 import { logger } from "../log.js";
 import { traceLogFields } from "../trace.js";
@@ -20,8 +21,9 @@ export function toConnectError(err: DomainError): ConnectError {
 
 /**
  * The services' one error mapping (STYLE.md §7): a DomainError becomes a ConnectError with its
- * contract code; a ConnectError passes through; anything else is a fault, logged with its cause
- * and answered as a bare Internal error so no SQL or stack reaches the caller.
+ * contract code; a ConnectError passes through; a lost database connection is SERVICE_UNAVAILABLE
+ * (retryable); anything else is a fault, logged with its cause and answered as a bare Internal
+ * error so no SQL or stack reaches the caller.
  */
 export const errorInterceptor: Interceptor = (next) => async (req) => {
   try {
@@ -29,16 +31,19 @@ export const errorInterceptor: Interceptor = (next) => async (req) => {
   } catch (err) {
     if (err instanceof DomainError) throw toConnectError(err);
     if (err instanceof ConnectError) throw err;
-    log.error(
-      {
-        err,
-        procedure: req.method.name,
-        requestId: req.contextValues.get(kRequestId),
-        tenantId: req.contextValues.get(kTenant),
-        ...traceLogFields(req.contextValues.get(kTrace)),
-      },
-      "rpc handler failed",
-    );
+    const fields = {
+      procedure: req.method.name,
+      requestId: req.contextValues.get(kRequestId),
+      tenantId: req.contextValues.get(kTenant),
+      ...traceLogFields(req.contextValues.get(kTrace)),
+    };
+    // The database went away under the call (a failover, a restart): the infrastructure's fault,
+    // and the work rolled back with its connection, so the caller may retry.
+    if (isConnectionLoss(err)) {
+      log.warn({ ...fields, err: String(err) }, "rpc handler lost its database connection");
+      throw toConnectError(new DomainError("SERVICE_UNAVAILABLE", "the service's database is unavailable; retry"));
+    }
+    log.error({ err, ...fields }, "rpc handler failed");
     throw new ConnectError("internal error", Code.Internal);
   }
 };
