@@ -5,14 +5,7 @@ import { migrate } from "../db/migrate.js";
 import type { Db } from "../db/types.js";
 import { createTestBus, waitFor } from "./_testing.js";
 import type { BusMessage } from "./bus.js";
-import {
-  applyEvent,
-  type Consumer,
-  type ConsumerDeps,
-  type GroupHandler,
-  type Prepared,
-  startConsumer,
-} from "./consumer.js";
+import { applyEvent, type Consumer, type ConsumerDeps, type GroupHandler, startConsumer } from "./consumer.js";
 import { buildEvent } from "./events.js";
 import { outboxMigrations } from "./outbox.js";
 
@@ -195,8 +188,8 @@ describe("consumer", () => {
       concurrency: 8,
       handleGroup,
       handlers: {
-        "servers.server.created": (tx, event, prepared) =>
-          handleGroup(tx, [{ subject: "servers.server.created", event, prepared, hop: tx.trace }]),
+        "servers.server.created": (tx, event) =>
+          handleGroup(tx, [{ subject: "servers.server.created", event, hop: tx.trace }]),
       },
     };
     await startConsumer({ ...deps(), bus }, consumer);
@@ -214,71 +207,5 @@ describe("consumer", () => {
     expect(new Set(calls[1]?.hops).size).toBe(4);
     expect(calls[1]?.hops.every((h) => typeof h === "string")).toBe(true);
     expect(await appliedCount(tenantId)).toBe(5);
-  });
-
-  it("runs prepare before the event's transaction, hands its result to the handler, and says whether the event was applied", async () => {
-    const { bus, handler } = handingBus();
-    const tenantId = randomUUID();
-    const steps: string[] = [];
-    let fail = false;
-    const consumer: Consumer = {
-      durable: `prepared_${randomUUID().slice(0, 8)}`,
-      concurrency: 4,
-      prepare: async (_subject, event) => {
-        steps.push("prepare");
-        return { label: event.eventId, settled: (applied: boolean) => steps.push(`settled ${applied}`) } as Prepared;
-      },
-      handlers: {
-        "servers.server.created": async (tx, event, prepared) => {
-          steps.push(`handle ${(prepared as { label?: string } | undefined)?.label === event.eventId}`);
-          await tx.query("INSERT INTO consumer_test.applied (tenant_id) VALUES ($1)", [event.tenantId]);
-          if (fail) throw new Error("projection failed");
-        },
-      },
-    };
-    await startConsumer({ ...deps(), bus }, consumer);
-    const event = buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" });
-    const deliver = () => handler(message(event));
-
-    fail = true;
-    await expect(deliver()).rejects.toThrow("projection failed");
-    expect(steps.splice(0)).toEqual(["prepare", "handle true", "settled false"]);
-    fail = false;
-    await deliver();
-    expect(steps.splice(0)).toEqual(["prepare", "handle true", "settled true"]);
-    // Delivered again after it was applied (its first delivery's ack lost): prepared again, not
-    // handled, not applied.
-    await deliver();
-    expect(steps.splice(0)).toEqual(["prepare", "settled false"]);
-    expect(await appliedCount(tenantId)).toBe(1);
-  });
-
-  it("does not run prepare for a message the bus delivers again: its handler runs without, if the event is new", async () => {
-    const { bus, handler } = handingBus();
-    const tenantId = randomUUID();
-    const steps: string[] = [];
-    const consumer: Consumer = {
-      durable: `redelivered_${randomUUID().slice(0, 8)}`,
-      concurrency: 4,
-      prepare: async () => {
-        steps.push("prepare");
-        return { settled: (applied: boolean) => steps.push(`settled ${applied}`) } as Prepared;
-      },
-      handlers: {
-        "servers.server.created": async (tx, event, prepared) => {
-          steps.push(`handle ${prepared === undefined ? "unprepared" : "prepared"}`);
-          await tx.query("INSERT INTO consumer_test.applied (tenant_id) VALUES ($1)", [event.tenantId]);
-        },
-      },
-    };
-    await startConsumer({ ...deps(), bus }, consumer);
-    const event = buildEvent("servers.server.created", { tenantId, serverId: randomUUID(), categoryId: "" });
-    // Its first delivery failed before the transaction (or the process died): applied now, unprepared.
-    await handler({ ...message(event), redelivered: true });
-    expect(steps.splice(0)).toEqual(["handle unprepared"]);
-    // Applied, then delivered again (the ack was lost): nothing runs at all.
-    await handler({ ...message(event), redelivered: true });
-    expect(steps.splice(0)).toEqual([]);
-    expect(await appliedCount(tenantId)).toBe(1);
   });
 });

@@ -11,20 +11,13 @@ import { recordInbox } from "./inbox.js";
 
 const log = logger("lib:bus:consumer");
 
-/** Applies one decoded event inside the consumer's transaction, with what the consumer's prepare made of it. */
-export type EventHandler<S extends EventSubject> = (tx: Tx, event: EventOf<S>, prepared?: Prepared) => Promise<void>;
+/** Applies one decoded event inside the consumer's transaction. */
+export type EventHandler<S extends EventSubject> = (tx: Tx, event: EventOf<S>) => Promise<void>;
 
-/** What a consumer's prepare made of an event, for its handler. */
-export type Prepared = {
-  /** Told once the event's transaction is over: whether the handler ran in it and it committed. */
-  settled?(applied: boolean): void;
-};
-
-/** One event of a group, for a GroupHandler: what prepare made of it, and the event's own hop of its trace. */
+/** One event of a group, for a GroupHandler, with the event's own hop of its trace. */
 export type GroupItem = {
   subject: EventSubject;
   event: EventOf<EventSubject>;
-  prepared: Prepared | undefined;
   hop: TraceContext | undefined;
 };
 
@@ -57,17 +50,6 @@ export type Consumer = {
    * with one item.
    */
   handleGroup?: GroupHandler;
-  /**
-   * Work for an event that must not hold its transaction open (the webhooks service's first
-   * delivery attempts, HTTP calls), done before the transaction: what it resolves to reaches the
-   * handler. It runs on the bus's first delivery of the event, also when the inbox then finds it
-   * applied already (the handler does not run, and `settled` says so); never for an event too old
-   * to apply, nor for a message the bus delivers again (`redelivered`): that event may have been
-   * applied, and work outside its transaction would be done twice with no record of the second
-   * time. The handler then gets no prepared result and must do without (the webhooks fan-out
-   * leaves the deliveries to its worker).
-   */
-  prepare?: (subject: EventSubject, event: EventOf<EventSubject>, hop: TraceContext) => Promise<Prepared | undefined>;
 };
 
 export type ConsumerDeps = {
@@ -80,9 +62,6 @@ export type ConsumerDeps = {
 
 /** Each message's hop, for its handler when it runs in a group's transaction under another's. */
 const hops = new WeakMap<BusMessage, TraceContext>();
-/** Each message's event decoded once, and what prepare made of it, for applyInTransaction. */
-const decoded = new WeakMap<BusMessage, EventOf<EventSubject>>();
-const preparedFor = new WeakMap<BusMessage, Prepared>();
 
 /**
  * Subscribes `consumer` under its durable name to the subjects it has handlers for. Each message is
@@ -91,26 +70,13 @@ const preparedFor = new WeakMap<BusMessage, Prepared>();
 export async function startConsumer(deps: ConsumerDeps, consumer: Consumer): Promise<() => Promise<void>> {
   const subjects = Object.keys(consumer.handlers) as EventSubject[];
   const concurrency = consumer.concurrency ?? 1;
-  const applyPrepared =
+  const apply =
     concurrency > 1 ? groupedApply(deps, consumer, concurrency) : (msg: BusMessage) => applyEvent(deps, consumer, msg);
-  const prepare = consumer.prepare;
-  const apply = prepare
-    ? async (msg: BusMessage): Promise<boolean> => {
-        const prepared = msg.redelivered ? undefined : await prepareEvent(deps, consumer, prepare, msg);
-        let applied = false;
-        try {
-          applied = await applyPrepared(msg);
-          return applied;
-        } finally {
-          prepared?.settled?.(applied);
-        }
-      }
-    : applyPrepared;
   const stop = await deps.bus.subscribe(
     consumer.durable,
     subjects,
     async (msg) => {
-      // The event's hop of its trace, handed to its prepare and to its handler's transaction.
+      // The event's hop of its trace, handed to its handler's transaction.
       const span = startSpan(`${consumer.durable} ${msg.subject}`, "consumer", parseTraceparent(msg.traceparent), {
         attributes: { "messaging.consumer.group.name": consumer.durable, "messaging.destination.name": msg.subject },
       });
@@ -162,9 +128,9 @@ async function applyInTransaction(
   const items = msgs.map((msg): GroupItem | undefined => {
     const subject = msg.subject as EventSubject;
     if (!consumer.handlers[subject]) throw new Error(`consumer ${consumer.durable} has no handler for ${msg.subject}`);
-    const event = decoded.get(msg) ?? decodeEvent(subject, msg.data);
+    const event = decodeEvent(subject, msg.data);
     if (refusedAsTooOld(deps, consumer, subject, event)) return undefined;
-    return { subject, event, prepared: preparedFor.get(msg), hop: hopOf(msg) };
+    return { subject, event, hop: hopOf(msg) };
   });
   const candidates = items.flatMap((item) => (item ? [item.event.eventId] : []));
   const recorded = await recordInbox(tx, deps.db.schema, consumer.durable, candidates);
@@ -189,9 +155,9 @@ async function applyInTransaction(
  */
 function oneByOne(consumer: Consumer): GroupHandler {
   return async (tx, items) => {
-    for (const { subject, event, prepared, hop } of items) {
+    for (const { subject, event, hop } of items) {
       const handle = consumer.handlers[subject] as EventHandler<EventSubject>;
-      await handle(hop ? withTrace(tx, hop) : tx, event, prepared);
+      await handle(hop ? withTrace(tx, hop) : tx, event);
     }
   };
 }
@@ -225,23 +191,6 @@ function hopOf(msg: BusMessage): TraceContext {
 function tooOld(deps: ConsumerDeps, event: EventOf<EventSubject>): boolean {
   const occurredAt = event.occurredAt ? timestampDate(event.occurredAt) : undefined;
   return occurredAt !== undefined && deps.now().getTime() - occurredAt.getTime() > deps.inboxMs;
-}
-
-/** Decodes the message's event and runs the consumer's prepare on it, keeping both for applyInTransaction. */
-async function prepareEvent(
-  deps: ConsumerDeps,
-  consumer: Consumer,
-  prepare: NonNullable<Consumer["prepare"]>,
-  msg: BusMessage,
-): Promise<Prepared | undefined> {
-  const subject = msg.subject as EventSubject;
-  if (!consumer.handlers[subject]) return undefined;
-  const event = decodeEvent(subject, msg.data);
-  decoded.set(msg, event);
-  if (tooOld(deps, event)) return undefined;
-  const prepared = await prepare(subject, event, hopOf(msg));
-  if (prepared) preparedFor.set(msg, prepared);
-  return prepared;
 }
 
 /**

@@ -4,15 +4,15 @@ import type { EventOf } from "../../lib/bus/events.js";
 import type { Db } from "../../lib/db/types.js";
 import { formatTraceparent } from "../../lib/trace.js";
 import { firstAttemptAt } from "./delivery/schedule.js";
-import type { DeliveryWorker, FirstAttempts } from "./delivery/worker.js";
+import type { DeliveryWorker } from "./delivery/worker.js";
 import { deliveryBody, type WebhookSubject, webhookSubjects } from "./payload.js";
 import * as store from "./store.js";
 
 /** Events of one subject fanned out at once by one process. */
 const FAN_OUT_CONCURRENCY = 16;
 /**
- * Fan-out transactions at once: a fan-out inserts rows of its own only (its deliveries, their first
- * attempts, its inbox row), so groups never wait on each other's locks, and with one at a time the
+ * Fan-out transactions at once: a fan-out inserts rows of its own only (its deliveries, its inbox
+ * rows), so groups never wait on each other's locks, and with one at a time the
  * events queued behind its statements and commit.
  */
 const FAN_OUT_GROUPS = 4;
@@ -32,57 +32,36 @@ const occurredAtOf = (message: { occurredAt?: Parameters<typeof timestampDate>[0
   message.occurredAt ? timestampDate(message.occurredAt) : new Date();
 
 /**
- * Before an event's transaction: the first attempts of its deliveries, made at once when the
- * schedule's first attempt is due at once (worker.ts attemptFirst). Nothing is stored yet: a
- * crash before the fan-out commits leaves the event to be delivered, and attempted, again.
- */
-function attemptFirst(deps: FanOutDeps): Consumer["prepare"] {
-  const { worker } = deps;
-  if (!worker) return undefined;
-  return async (subject, event, hop) => {
-    const webhookSubject = subject as WebhookSubject;
-    const message = event as EventOf<WebhookSubject>;
-    if (firstAttemptAt(occurredAtOf(message), deps.retryScheduleMs).getTime() > Date.now()) return undefined;
-    const targets = await store.listFanOutTargets(deps.db, message.tenantId, eventOf(webhookSubject));
-    if (targets.length === 0) return undefined;
-    return worker.attemptFirst(targets, {
-      eventId: message.eventId,
-      event: eventOf(webhookSubject),
-      body: deliveryBody(webhookSubject, message),
-      traceparent: formatTraceparent(hop),
-    });
-  };
-}
-
-/**
  * The fan-out of replays events, those of one group at once (one statement): for each, a delivery
- * to each subscription of its tenant that names the event, stored with its first attempt when that
- * was made before (attemptFirst), else due the schedule's first wait after the event. (No NOTIFY:
- * Postgres serialises the commits of notifying transactions, which would serialise the fan-outs.)
- * It runs in the consumer's transaction with the inbox records, so an event is fanned out exactly
- * once however often the bus delivers it, and a crash before the commit leaves the events to be
- * delivered again.
+ * to each subscription of its tenant that names the event, due the schedule's first wait after the
+ * event. Those due at once are leased to this process's worker within its caps and attempted as
+ * soon as the transaction commits; the rest wait for the worker's claims. (No NOTIFY: Postgres
+ * serialises the commits of notifying transactions, which would serialise the fan-outs.) It runs
+ * in the consumer's transaction with the inbox records, so an event is fanned out exactly once
+ * however often the bus delivers it, nothing is sent for an event applied already, and a crash
+ * before the commit leaves the events to be delivered again; one after it leaves the leased
+ * deliveries to be claimed when their leases run out.
  */
 function fanOut(deps: FanOutDeps): GroupHandler {
   return async (tx, items) => {
-    const waiting = await store.insertDeliveries(
+    const { leased, waiting } = await store.insertDeliveries(
       tx,
-      items.map(({ subject, event, prepared, hop }) => {
+      items.map(({ subject, event, hop }) => {
         const webhookSubject = subject as WebhookSubject;
         const message = event as EventOf<WebhookSubject>;
-        const first = prepared as FirstAttempts | undefined;
         return {
           tenantId: message.tenantId,
           eventId: message.eventId,
           event: eventOf(webhookSubject),
-          // The body the first attempts sent, or (none made) the same JSON made now.
-          body: first?.body ?? deliveryBody(webhookSubject, message),
+          body: deliveryBody(webhookSubject, message),
           firstAttemptAt: firstAttemptAt(occurredAtOf(message), deps.retryScheduleMs),
           traceparent: hop ? formatTraceparent(hop) : undefined,
-          first,
         };
       }),
+      deps.worker?.fanOutLease(),
     );
+    const { worker } = deps;
+    if (worker && leased.length > 0) tx.onCommit(() => worker.startLeased(leased));
     if (waiting > 0) tx.onCommit(deps.onQueued);
   };
 }
@@ -93,8 +72,8 @@ export function webhooksConsumers(deps: FanOutDeps): Consumer[] {
   const handlers: Consumer["handlers"] = {};
   for (const subject of webhookSubjects) {
     // One event alone (outside a group): the group's fan-out with one item.
-    (handlers as Record<WebhookSubject, EventHandler<WebhookSubject>>)[subject] = (tx, event, prepared) =>
-      handleGroup(tx, [{ subject, event, prepared, hop: tx.trace }]);
+    (handlers as Record<WebhookSubject, EventHandler<WebhookSubject>>)[subject] = (tx, event) =>
+      handleGroup(tx, [{ subject, event, hop: tx.trace }]);
   }
   // A fan-out depends on nothing but its own event: events may fan out in any order, several at
   // once: those in flight together in one transaction and one statement (handleGroup).
@@ -105,7 +84,6 @@ export function webhooksConsumers(deps: FanOutDeps): Consumer[] {
       concurrency: FAN_OUT_CONCURRENCY,
       groups: FAN_OUT_GROUPS,
       handleGroup,
-      prepare: attemptFirst(deps),
     },
   ];
 }

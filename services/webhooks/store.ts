@@ -62,18 +62,6 @@ export async function listFanOutTargets(q: Queryable, tenantId: string, event: s
   return rows;
 }
 
-/** A delivery whose first attempt the fan-out made at once (worker.ts attemptFirst). */
-export type FirstAttempt = {
-  deliveryId: string;
-  subscriptionId: string;
-  /**
-   * The attempt, when it ended before the fan-out's transaction: the delivery is stored with it.
-   * Undefined while it still runs: the delivery is stored leased to the worker, which records the
-   * attempt as it records claimed ones.
-   */
-  record?: AttemptRecord;
-};
-
 /** One event for insertDeliveries. */
 export type FanOutEvent = {
   tenantId: string;
@@ -82,61 +70,71 @@ export type FanOutEvent = {
   body: string;
   firstAttemptAt: Date;
   traceparent?: string | undefined;
-  first?: { attempts: readonly FirstAttempt[]; owner: string; leaseMs: number; createdAt: Date } | undefined;
 };
 
 /**
- * The fan-out of events, all in one statement: for each, a delivery to every subscription of its
- * tenant that names the event, all carrying the event's body. A delivery whose first attempt was
- * made already (`first`) is stored with it: its attempt row, counters, status and schedule as
- * recordAttempts would leave them, or leased while the attempt still runs. The others wait for the
- * worker, due at their event's `firstAttemptAt`. A subscription deleted meanwhile gets nothing; one
- * created meanwhile that names the event gets a waiting delivery. An event the bus delivers again
- * adds nothing (one delivery per subscription and event). Resolves to how many of the deliveries it
- * created the worker is to attempt (now or at a scheduled retry).
+ * Which new deliveries the fan-out leases to this process's worker, to attempt as soon as the
+ * fan-out commits: those due at once, at most `limit` in all and, per subscription, up to
+ * `perSubscription` counting what the worker has in flight already (`busy`, as claimDeliveries).
  */
-export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[]): Promise<number> {
-  if (events.length === 0) return 0;
-  const firsts = events.flatMap((e) => (e.first?.attempts ?? []).map((f) => ({ eventId: e.eventId, f })));
-  const { rows } = await tx.query<{ waiting: number }>(
+export type FanOutLease = {
+  owner: string;
+  leaseMs: number;
+  perSubscription: number;
+  limit: number;
+  busy: ReadonlyMap<string, number>;
+};
+
+/** What a fan-out stored: the deliveries leased to attempt at once (as claimed), and how many wait for the worker. */
+export type FanOut = { leased: ClaimedDelivery[]; waiting: number };
+
+/**
+ * The fan-out of events, all in one statement: for each, a delivery to every subscription of its
+ * tenant that names the event, all carrying the event's body, due at their event's
+ * `firstAttemptAt`. With `lease`, those due at once are leased to this process's worker within its
+ * caps, and come back with what their attempt needs: nothing is sent before the deliveries are
+ * stored, so every attempt is one the log will show (issue 28). A subscription deleted meanwhile
+ * gets nothing; one created meanwhile that names the event gets a delivery. An event the bus
+ * delivers again adds nothing (one delivery per subscription and event). The busy arrays, the
+ * limit and the cap are read through scalar subqueries, as claimDeliveries's.
+ */
+export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], lease?: FanOutLease): Promise<FanOut> {
+  if (events.length === 0) return { leased: [], waiting: 0 };
+  const { rows } = await tx.query<ClaimedDelivery & { leased: boolean }>(
     `WITH e AS (
-       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[], $6::text[],
-                            $7::text[], $8::int[], $9::timestamptz[])
-         AS e(event_id, tenant_id, event, body, first_attempt_at, traceparent, owner, lease_ms, created_at)
-     ), f AS (
-       SELECT * FROM unnest($10::uuid[], $11::uuid[], $12::uuid[], $13::timestamptz[], $14::int[], $15::int[],
-                            $16::text[], $17::timestamptz[], $18::bool[], $19::bool[])
-         AS f(event_id, delivery_id, subscription_id, started_at, duration_ms, status_code, error, next_attempt_at,
-              gone, ended)
-     ), d AS (
-       INSERT INTO webhooks.delivery
-              (delivery_id, tenant_id, subscription_id, event_id, event, body, status, attempt_count,
-               automatic_attempts, last_status_code, last_error, next_attempt_at, lease_owner, lease_expires_at,
-               traceparent, created_at, updated_at)
-       SELECT COALESCE(f.delivery_id, gen_random_uuid()), e.tenant_id, s.subscription_id, e.event_id, e.event, e.body,
-              CASE WHEN f.ended IS NOT TRUE THEN 'pending'
-                   WHEN f.error IS NULL THEN 'succeeded'
-                   WHEN f.gone OR f.next_attempt_at IS NULL THEN 'failed'
-                   ELSE 'pending' END,
-              COALESCE(f.ended::int, 0), COALESCE(f.ended::int, 0), f.status_code, f.error,
-              CASE WHEN f.ended IS NOT TRUE THEN e.first_attempt_at
-                   WHEN f.error IS NULL OR f.gone THEN NULL
-                   ELSE f.next_attempt_at END,
-              CASE WHEN f.ended = false THEN e.owner END,
-              CASE WHEN f.ended = false THEN now() + e.lease_ms * interval '1 millisecond' END,
-              e.traceparent, COALESCE(e.created_at, now()), now()
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::bool[])
+         AS e(event_id, tenant_id, event, body, first_attempt_at, traceparent, due_now)
+     ), busy AS (
+       SELECT * FROM unnest((SELECT $10::uuid[]), (SELECT $11::int[])) AS b(subscription_id, n)
+     ), t AS (
+       SELECT e.*, s.subscription_id, s.url, s.secret,
+              e.due_now
+                AND COALESCE(b.n, 0) + row_number() OVER (PARTITION BY s.subscription_id, e.due_now ORDER BY e.event_id)
+                    <= (SELECT $12::int) AS due
          FROM e
          JOIN webhooks.subscription s ON s.tenant_id = e.tenant_id AND e.event = ANY (s.events)
-         LEFT JOIN f ON f.event_id = e.event_id AND f.subscription_id = s.subscription_id
+         LEFT JOIN busy b ON b.subscription_id = s.subscription_id
+     ), c AS (
+       SELECT t.*, t.due AND count(*) FILTER (WHERE t.due) OVER (ORDER BY t.event_id, t.subscription_id)
+                             <= (SELECT $13::int) AS leased
+         FROM t
+     ), d AS (
+       INSERT INTO webhooks.delivery
+              (delivery_id, tenant_id, subscription_id, event_id, event, body, status, next_attempt_at,
+               lease_owner, lease_expires_at, traceparent)
+       SELECT gen_random_uuid(), c.tenant_id, c.subscription_id, c.event_id, c.event, c.body, 'pending',
+              c.first_attempt_at,
+              CASE WHEN c.leased THEN $8::text END,
+              CASE WHEN c.leased THEN now() + $9::int * interval '1 millisecond' END,
+              c.traceparent
+         FROM c
        ON CONFLICT (subscription_id, event_id) DO NOTHING
-       RETURNING delivery_id, status = 'pending' AND lease_owner IS NULL AS waiting
-     ), a AS (
-       INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at, duration_ms, status_code, error)
-       SELECT f.delivery_id, 1, 'automatic', f.started_at, f.duration_ms, f.status_code, f.error
-         FROM f JOIN d USING (delivery_id)
-        WHERE f.ended
+       RETURNING delivery_id, subscription_id, event_id, event, body, traceparent, lease_owner IS NOT NULL AS leased
      )
-     SELECT count(*) FILTER (WHERE waiting)::int AS waiting FROM d`,
+     SELECT d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, d.traceparent, d.leased,
+            CASE WHEN d.leased THEN c.url END AS url, CASE WHEN d.leased THEN c.secret END AS secret,
+            false AS manual, 0 AS automatic_attempts
+       FROM d JOIN c USING (subscription_id, event_id)`,
     [
       events.map((e) => e.eventId),
       events.map((e) => e.tenantId),
@@ -144,22 +142,23 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[]): 
       events.map((e) => e.body),
       events.map((e) => e.firstAttemptAt),
       events.map((e) => e.traceparent ?? null),
-      events.map((e) => e.first?.owner ?? null),
-      events.map((e) => e.first?.leaseMs ?? 0),
-      events.map((e) => e.first?.createdAt ?? null),
-      firsts.map(({ eventId }) => eventId),
-      firsts.map(({ f }) => f.deliveryId),
-      firsts.map(({ f }) => f.subscriptionId),
-      firsts.map(({ f }) => f.record?.startedAt ?? null),
-      firsts.map(({ f }) => f.record?.durationMs ?? null),
-      firsts.map(({ f }) => f.record?.statusCode ?? null),
-      firsts.map(({ f }) => f.record?.error ?? null),
-      firsts.map(({ f }) => f.record?.nextAttemptAt ?? null),
-      firsts.map(({ f }) => f.record?.gone ?? false),
-      firsts.map(({ f }) => f.record !== undefined),
+      // Due by the clock that computed firstAttemptAt (this process's), not the database's.
+      events.map((e) => lease !== undefined && e.firstAttemptAt.getTime() <= Date.now()),
+      lease?.owner ?? null,
+      lease?.leaseMs ?? 0,
+      [...(lease?.busy.keys() ?? [])],
+      [...(lease?.busy.values() ?? [])],
+      lease?.perSubscription ?? 0,
+      lease?.limit ?? 0,
     ],
   );
-  return rows[0]?.waiting ?? 0;
+  const leased: ClaimedDelivery[] = [];
+  let waiting = 0;
+  for (const { leased: isLeased, ...row } of rows) {
+    if (isLeased) leased.push(row);
+    else waiting++;
+  }
+  return { leased, waiting };
 }
 
 export type DeliveryRow = {

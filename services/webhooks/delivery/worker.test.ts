@@ -11,7 +11,7 @@ import { startWebhookReceiver, type WebhookReceiver } from "../../../test/webhoo
 import * as store from "../store.js";
 import { createDeliveryClient } from "./client.js";
 import { parseAllowTargets } from "./target.js";
-import { type DeliveryWorkerDeps, deliveryWorker, FIRST_ATTEMPT_WAIT_MS } from "./worker.js";
+import { type DeliveryWorkerDeps, deliveryWorker } from "./worker.js";
 
 // The delivery worker against a real database (both modes) and a real HTTPS receiver: leases across
 // replicas, the per-subscription cap, a dead replica's deliveries, and the drain on stop.
@@ -198,11 +198,11 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
     expect(await state()).toEqual(Array(3).fill({ attempt_count: 5, status: "failed" }));
   });
 
-  it("makes a new event's first attempts at once and stores each with its delivery; one that outlasts the wait is recorded after the fan-out commits, and dropped when it does not", async () => {
+  it("attempts a fan-out's leased deliveries once it commits, records each like a claimed one, and sends nothing for one that rolls back", async () => {
     const tenantId = randomUUID();
     const paths = { ok: receiver.newPath(), failing: receiver.newPath(), slow: receiver.newPath() };
     receiver.behave(paths.failing, { status: 500 });
-    receiver.behave(paths.slow, { delayMs: FIRST_ATTEMPT_WAIT_MS + 500 });
+    receiver.behave(paths.slow, { delayMs: 300 });
     const ids: Record<string, string> = {};
     for (const [name, path] of Object.entries(paths)) {
       ids[name] = randomUUID();
@@ -227,19 +227,18 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
     });
     const w = startWorker(spec);
     onTestFinished(() => w.stop(100));
-    const fanOut = async (eventId: string, commit: boolean) => {
-      const targets = await store.listFanOutTargets(db, tenantId, "asset.ready");
-      const first = await spec.attemptFirst(targets, { eventId, event: "asset.ready", body: "{}", traceparent: null });
-      const insert = db.transaction(async (tx) => {
-        await store.insertDeliveries(tx, [
-          { tenantId, eventId, event: "asset.ready", body: "{}", firstAttemptAt: new Date(), first },
-        ]);
+    // What events.ts's fan-out does in the consumer's transaction.
+    const fanOut = (eventId: string, commit: boolean) =>
+      db.transaction(async (tx) => {
+        const { leased } = await store.insertDeliveries(
+          tx,
+          [{ tenantId, eventId, event: "asset.ready", body: JSON.stringify({ eventId }), firstAttemptAt: new Date() }],
+          spec.fanOutLease(),
+        );
+        tx.onCommit(() => spec.startLeased(leased));
         if (!commit) throw new Error("rolled back");
+        return leased;
       });
-      await (commit ? insert : insert.catch(() => undefined));
-      first.settled(commit);
-      return first;
-    };
     const deliveries = async (eventId: string) => {
       const { rows } = await db.query<{
         subscription_id: string;
@@ -259,15 +258,20 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
       return Object.fromEntries(rows.map(({ subscription_id, ...r }) => [subscription_id, r]));
     };
 
+    // A fan-out that rolls back stores nothing and sends nothing: the event comes again.
+    const rolledBack = randomUUID();
+    await expect(fanOut(rolledBack, false)).rejects.toThrow("rolled back");
+    expect(await deliveries(rolledBack)).toEqual({});
+
     const committed = randomUUID();
-    const first = await fanOut(committed, true);
-    // The fast answers came within the wait, the slow one not.
-    expect(
-      first.attempts
-        .filter((a) => a.record)
-        .map((a) => a.subscriptionId)
-        .sort(),
-    ).toEqual([ids.ok, ids.failing].sort());
+    const leased = await fanOut(committed, true);
+    expect(leased.map((d) => d.subscription_id).sort()).toEqual(Object.values(ids).sort());
+    expect(leased.every((d) => d.url.startsWith("https://127.0.0.1:") && d.secret === "whsec_test")).toBe(true);
+    await pollUntil(
+      () => deliveries(committed),
+      (d) => Object.values(d).every((r) => r.attempts === 1 && !r.leased),
+      15_000,
+    );
     const succeeded = {
       status: "succeeded",
       attempt_count: 1,
@@ -286,32 +290,63 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
         retry_due: true,
         attempts: 1,
       },
-      [ids.slow as string]: {
-        status: "pending",
-        attempt_count: 0,
-        last_status_code: null,
-        leased: true,
-        retry_due: false,
-        attempts: 0,
-      },
+      [ids.slow as string]: succeeded,
     });
-    await pollUntil(
-      () => deliveries(committed),
-      (d) => d[ids.slow as string]?.status === "succeeded",
-      5_000,
-    );
-    expect((await deliveries(committed))[ids.slow as string]).toEqual(succeeded);
+    // One request each, the committed event's: the rolled-back fan-out sent nothing.
+    for (const path of Object.values(paths)) {
+      const sent = receiver.requests(path).map((r) => (r.json as { eventId: string }).eventId);
+      expect(sent).toEqual([committed]);
+    }
+  });
 
-    // A fan-out that does not commit stores nothing, its late attempt included: the event comes again.
-    const rolledBack = randomUUID();
-    await fanOut(rolledBack, false);
-    await receiver.waitForRequests(paths.slow, 2, 5_000);
-    await new Promise((resolve) => setTimeout(resolve, 700));
-    expect(await deliveries(rolledBack)).toEqual({});
-    // One request each per event: nothing was attempted twice.
-    expect(receiver.requests(paths.ok)).toHaveLength(2);
-    expect(receiver.requests(paths.failing)).toHaveLength(2);
-    expect(receiver.requests(paths.slow)).toHaveLength(2);
+  it("leases a fan-out's deliveries within the worker's caps, and leaves the rest to the claims", async () => {
+    const tenantId = randomUUID();
+    const [free, full] = [randomUUID(), randomUUID()];
+    for (const subscriptionId of [free, full])
+      await store.insertSubscription(db, {
+        subscriptionId,
+        tenantId,
+        url: receiver.url(receiver.newPath()),
+        events: ["asset.ready"],
+        secret: "whsec_test",
+      });
+    const events = Array.from({ length: 3 }, () => ({
+      tenantId,
+      eventId: randomUUID(),
+      event: "asset.ready",
+      body: "{}",
+      firstAttemptAt: new Date(),
+    }));
+    const later = {
+      ...events[0],
+      eventId: randomUUID(),
+      firstAttemptAt: new Date(Date.now() + 60_000),
+    } as (typeof events)[0];
+    const result = await db.transaction((tx) =>
+      store.insertDeliveries(tx, [...events, later], {
+        owner: "test",
+        leaseMs: 30_000,
+        perSubscription: 2,
+        limit: 10,
+        // `free` has one attempt in flight, `full` its cap.
+        busy: new Map([
+          [free, 1],
+          [full, 2],
+        ]),
+      }),
+    );
+    // One more for `free` (its cap less the one in flight), none for `full`, none not yet due.
+    expect(result.leased.map((d) => d.subscription_id)).toEqual([free]);
+    expect(result.waiting).toBe(7);
+    const limited = await db.transaction((tx) =>
+      store.insertDeliveries(
+        tx,
+        events.map((e) => ({ ...e, eventId: randomUUID() })),
+        { owner: "test", leaseMs: 30_000, perSubscription: 10, limit: 4, busy: new Map() },
+      ),
+    );
+    expect(limited.leased).toHaveLength(4);
+    expect(limited.waiting).toBe(2);
   });
 
   it("on stop, finishes and records the attempts in flight, and hands back those that outlast the drain once their requests are cut", async () => {

@@ -1,5 +1,5 @@
-import { randomUUID } from "node:crypto";
 import { createBatcher } from "../../../lib/db/batch.js";
+import { isConnectionLoss } from "../../../lib/db/errors.js";
 import type { Db } from "../../../lib/db/types.js";
 import { logger } from "../../../lib/log.js";
 import { watchWebhookQueue, webhookAttempts } from "../../../lib/metrics.js";
@@ -29,24 +29,16 @@ export type DeliveryWorkerDeps = {
   unreachableHoldMs?: number;
 };
 
-/** One event's first attempts (attemptFirst), for its fan-out to store; `settled` says whether it committed. */
-export type FirstAttempts = {
-  attempts: store.FirstAttempt[];
-  /** The body they sent, for the deliveries to keep. */
-  body: string;
-  owner: string;
-  leaseMs: number;
-  createdAt: Date;
-  settled(committed: boolean): void;
-};
-
 export type DeliveryWorker = WorkerSpec & {
   /** Starts a claim at once: deliveries were queued. */
   wake(): void;
-  attemptFirst(
-    targets: readonly store.FanOutTarget[],
-    event: { eventId: string; event: string; body: string; traceparent: string | null },
-  ): Promise<FirstAttempts>;
+  /**
+   * What a fan-out may lease to this worker to attempt as soon as it commits (store.FanOutLease),
+   * or undefined when it is to leave every delivery to the claims (stopping, or no slot free).
+   */
+  fanOutLease(): store.FanOutLease | undefined;
+  /** Starts the attempts of deliveries a fan-out leased to this worker, once it committed. */
+  startLeased(rows: readonly store.ClaimedDelivery[]): void;
 };
 
 /** Attempts of this process in flight at most: each is an open HTTP request, cheap while it waits. */
@@ -61,13 +53,6 @@ const LEASE_MARGIN_MS = 10_000;
  * per finished attempt.
  */
 const CLAIM_GATHER_MS = 5;
-/**
- * How long a fan-out waits for the first attempts it made at once before it stores its deliveries:
- * a receiver that answers within it costs one statement (the fan-out's) instead of three. Longer
- * attempts go on and are recorded on their own, and the slow subscription's next deliveries wait
- * for the worker, so a hanging receiver holds up a fan-out once, this long.
- */
-export const FIRST_ATTEMPT_WAIT_MS = 250;
 /** How often a receiver that could not be reached is probed for its return. */
 export const PROBE_INTERVAL_MS = 1_000;
 /**
@@ -101,12 +86,9 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   // whether a fan-out may make a first attempt).
   const inFlight = new Map<string, Promise<void>>();
   const perSubscriptionInFlight = new Map<string, number>();
-  // Subscriptions with a first attempt that outlasted the fan-out's wait: until it ends, their new
-  // deliveries wait for the worker instead of holding up fan-outs one wait each.
-  const slow = new Set<string>();
   // Whether the last claim was held back by this worker's slots or caps, so that more may be due
   // than it took: then every attempt that ends wakes the worker for another claim. Otherwise only a
-  // claimed attempt does (its subscription may have more due); a fan-out's first attempt then frees
+  // claimed attempt does (its subscription may have more due); a fan-out's leased attempt then frees
   // a slot nothing waits for, and a claim per finished first attempt would be a statement wasted.
   let heldBack = true;
   let nudge = () => {};
@@ -164,9 +146,17 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     // attempted again when the lease runs out (at least once still holds, never two at once), and
     // the worker does not wait for a WAL flush per group.
     run: async (records) => {
-      await db.transaction(async (tx) => {
-        await store.setAsynchronousCommit(tx);
-        await store.recordAttempts(tx, records);
+      const write = () =>
+        db.transaction(async (tx) => {
+          await store.setAsynchronousCommit(tx);
+          await store.recordAttempts(tx, records);
+        });
+      // A record lost with its connection (a failover) would leave sent attempts out of the log and
+      // send them again when their leases run out: once more, on the pool's fresh connection.
+      await write().catch((err: unknown) => {
+        if (!isConnectionLoss(err)) throw err;
+        log.warn({ err: String(err), attempts: records.length }, "recording attempts lost its connection; once more");
+        return write();
       });
       return records.map(() => undefined);
     },
@@ -240,8 +230,8 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   }
 
   /**
-   * Starts one attempt in a slot of its own; `done` stores it (the claimed deliveries' record
-   * batcher, or the fan-out that made a first attempt). The slot is freed once it is stored.
+   * Starts one attempt in a slot of its own; `done` stores it (the record batcher). The slot is
+   * freed once it is stored. `first`: a fan-out leased it (see heldBack).
    */
   function start(
     row: store.ClaimedDelivery,
@@ -275,93 +265,42 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     perSubscriptionInFlight.set(row.subscription_id, (perSubscriptionInFlight.get(row.subscription_id) ?? 0) + 1);
   }
 
-  /** Whether a new event's delivery to this subscription may be attempted at once, from the fan-out. */
-  function mayAttemptFirst(subscriptionId: string): boolean {
-    return (
-      recording &&
-      inFlight.size < maxInFlight &&
-      (perSubscriptionInFlight.get(subscriptionId) ?? 0) < perSubscription &&
-      !unreachable.has(subscriptionId) &&
-      !slow.has(subscriptionId)
-    );
-  }
-
   /**
-   * The first attempts of one event's deliveries, made at once by the fan-out before it stores them
-   * (events.ts): the attempts that end within FIRST_ATTEMPT_WAIT_MS are stored with their
-   * deliveries, in the fan-out's own statement, instead of each delivery being inserted, claimed and
-   * recorded. The others go on in their slots: their deliveries are stored leased to this worker,
-   * and each is recorded when it ends, as a claimed one is, once the fan-out committed (`settled`);
-   * if it did not commit, the event comes again and so do its attempts. Subscriptions whose
-   * receiver is unreachable, slow (an attempt outlasted the wait) or at its cap, and every one when
-   * no slot is free, are left out: their deliveries wait for the worker.
+   * A fan-out's lease (events.ts): its deliveries due at once are stored leased to this worker and
+   * attempted as soon as it commits, saving each a claim; recorded as claimed ones are. Nothing is
+   * sent before they are stored, so an event the bus hands out again after it was applied (a
+   * restart, an ack lost) sends nothing, and every attempt made is in the log. Subscriptions whose
+   * receiver is unreachable or at its cap are left to the claims, as every one is when no slot is
+   * free. (Attempts the worker starts meanwhile may take a subscription a few over its cap until
+   * they end.)
    */
-  async function attemptFirst(
-    targets: readonly store.FanOutTarget[],
-    d: { eventId: string; event: string; body: string; traceparent: string | null },
-  ): Promise<FirstAttempts> {
-    const createdAt = new Date();
-    let settle: (committed: boolean) => void = () => {};
-    const committed = new Promise<boolean>((resolve) => {
-      settle = resolve;
-    });
-    const attempts: store.FirstAttempt[] = [];
-    const ended: Promise<void>[] = [];
-    let waited = false;
-    for (const target of targets) {
-      if (!mayAttemptFirst(target.subscription_id)) continue;
-      const first: store.FirstAttempt = { deliveryId: randomUUID(), subscriptionId: target.subscription_id };
-      attempts.push(first);
-      const row: store.ClaimedDelivery = {
-        delivery_id: first.deliveryId,
-        subscription_id: target.subscription_id,
-        event_id: d.eventId,
-        event: d.event,
-        body: d.body,
-        url: target.url,
-        secret: target.secret,
-        manual: false,
-        automatic_attempts: 0,
-        traceparent: d.traceparent,
-      };
-      ended.push(
-        new Promise<void>((resolve) => {
-          start(
-            row,
-            async (attemptRecord) => {
-              slow.delete(target.subscription_id);
-              if (!waited) {
-                first.record = attemptRecord;
-                resolve();
-              } else if (await committed) {
-                await record(attemptRecord);
-              }
-            },
-            true,
-          );
-        }),
-      );
-    }
-    if (ended.length > 0) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        Promise.all(ended),
-        new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, FIRST_ATTEMPT_WAIT_MS);
-        }),
-      ]);
-      clearTimeout(timer);
-    }
-    waited = true;
-    for (const first of attempts) if (!first.record) slow.add(first.subscriptionId);
-    return { attempts, body: d.body, owner, leaseMs, createdAt, settled: settle };
+  function fanOutLease(): store.FanOutLease | undefined {
+    const free = maxInFlight - inFlight.size;
+    if (!recording || free <= 0) return undefined;
+    return { owner, leaseMs, perSubscription, limit: free, busy: claimCaps() };
   }
 
   return {
     name: "webhooks-delivery",
     intervalMs: deps.intervalMs ?? 500,
     wake: () => nudge(),
-    attemptFirst,
+    fanOutLease,
+    startLeased(rows) {
+      if (recording) {
+        for (const row of rows) start(row, record, true);
+        return;
+      }
+      // The drain is over (a fan-out committed as the process stopped): another replica takes them.
+      void store
+        .releaseDeliveries(
+          db,
+          owner,
+          rows.map((row) => row.delivery_id),
+        )
+        .catch((err: unknown) =>
+          log.error({ err }, "handing back leased deliveries failed; their leases run out instead"),
+        );
+    },
     started(wake) {
       nudge = wake;
       unwatchQueue = watchWebhookQueue(db);
