@@ -1,5 +1,5 @@
 import type { DescService } from "@bufbuild/protobuf";
-import { type Client, ConnectError, type ContextValues, type ServiceImpl } from "@connectrpc/connect";
+import { type Client, Code, ConnectError, type ContextValues, type ServiceImpl } from "@connectrpc/connect";
 import { contextHeaders, traceOf } from "../lib/rpc/context.js";
 import { formatTraceparent } from "../lib/trace.js";
 
@@ -27,10 +27,26 @@ export function forwardService<S extends DescService>(service: S, client: Client
       // The backend's hop is a child of this one.
       const trace = traceOf(ctx);
       if (trace) headers[contextHeaders.traceparent] = formatTraceparent(trace);
-      return call?.(req, { headers, signal: ctx.signal, timeoutMs: ctx.timeoutMs() }).catch(rethrowBackendError);
+      const input =
+        method.methodKind === "client_streaming" ? untilCancelled(req as AsyncIterable<unknown>, ctx.signal) : req;
+      return call?.(input, { headers, signal: ctx.signal, timeoutMs: ctx.timeoutMs() }).catch(rethrowBackendError);
     };
   }
   return impl as ServiceImpl<S>;
+}
+
+/**
+ * A caller's stream of messages, passed on as they arrive, that fails instead of ending when the
+ * caller went away: a gRPC client's cancel half-closes its stream and resets it at once (grpc-js and
+ * Node's http2 send END_STREAM, then RST_STREAM), and a clean end forwarded told the backend the
+ * stream was complete (a cancelled archive upload finished the replay with half an archive). The
+ * end waits one turn of the event loop, for a reset that arrived with it to abort the call's signal;
+ * failing the input then aborts the backend call instead of completing it.
+ */
+async function* untilCancelled<T>(messages: AsyncIterable<T>, signal: AbortSignal): AsyncGenerator<T> {
+  yield* messages;
+  await new Promise((resolve) => setImmediate(resolve));
+  if (signal.aborted) throw new ConnectError("the caller cancelled the stream before its end", Code.Canceled);
 }
 
 /**

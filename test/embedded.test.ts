@@ -2,7 +2,7 @@
 // dev tenant printed on the first start works, a restart says how to mint it a new key, and the
 // gateway's authentication holds there too.
 import { randomBytes, randomUUID } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,6 +10,7 @@ import { signRequest } from "../lib/signing.js";
 import { expectProblem } from "./expect.js";
 import { ALL_SCOPES, provisionTenant, type Signer, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
+import { rawUploadArchive, recordingOnNewServer } from "./recorder.js";
 import { runReplayctl } from "./replayctl.js";
 import { type System, startEmbeddedSystem } from "./system.js";
 
@@ -220,6 +221,40 @@ describe("embedded mode (npm start)", () => {
     const first = await sendSigned(sys.baseUrl, dev.signer, "GET", "/v1/replays", { nonce, ts });
     expect(first.status, first.text).toBe(200);
     expectProblem(await sendSigned(sys.baseUrl, dev.signer, "GET", "/v1/replays", { nonce, ts }), 401, "NONCE_REUSED");
+  });
+
+  // Issue 28: a recorder that goes away mid-upload (cancelled, or its process killed) is no fault of
+  // ours: it was logged as an error ("rpc handler failed", ERR_STREAM_PREMATURE_CLOSE).
+  it("logs a recorder that goes away mid-upload as info, never as an error", async () => {
+    const t = await provisionTenant(sys);
+    const tmp = join(sys.blobDir, ".tmp");
+    const parts = () =>
+      readdir(tmp).then(
+        (names) => names.filter((n) => n.endsWith(".part")),
+        () => [] as string[],
+      );
+    // The replays service's own port too (a recorder may call it directly), from its listening line.
+    const listening = sys
+      .stdout()
+      .split("\n")
+      .find((line) => line.includes('"service":"replays"') && line.includes("rpc server listening"));
+    const replaysUrl = `http://127.0.0.1:${JSON.parse(listening as string).port}`;
+    const ends = ["cancel", "kill"] as const;
+    for (const [port, end] of [sys.internalUrl, replaysUrl].flatMap((url) => ends.map((e) => [url, e] as const))) {
+      const { replayId } = await recordingOnNewServer(sys, t.bearer(), `gone-${end}`);
+      const upload = rawUploadArchive(port, { replayId }, [randomBytes(65_536), randomBytes(65_536)]);
+      await pollUntil(parts, (names) => names.length > 0, 15_000);
+      upload[end]();
+      await upload.closed;
+      await pollUntil(parts, (names) => names.length === 0, 15_000);
+      const got = await sendSigned(sys.baseUrl, t.signer, "GET", `/v1/replays/${replayId}`);
+      expect(got.body).toMatchObject({ status: "recording" });
+    }
+    const errors = sys
+      .stdout()
+      .split("\n")
+      .filter((line) => line.includes('"level":50'));
+    expect(errors).toEqual([]);
   });
 
   it("SIGTERM stops the process with exit code 0", async () => {

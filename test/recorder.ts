@@ -1,3 +1,4 @@
+import * as http2 from "node:http2";
 import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ConnectError, createClient } from "@connectrpc/connect";
@@ -126,4 +127,51 @@ export async function recordingOnNewServer(
     10_000,
   );
   return { serverId, replayId: (started as { replayId: string }).replayId };
+}
+
+/**
+ * An archive upload written frame by frame on a raw HTTP/2 stream (gRPC framing), left open after
+ * the chunks so the test can end it the ways a recorder can fail: `cancel()` resets the stream (a
+ * gRPC client's cancel: RST_STREAM CANCEL), `kill()` drops the whole connection with no frame at
+ * all (the recorder's process killed). `finish()` half-closes it, a whole upload.
+ */
+export function rawUploadArchive(
+  baseUrl: string,
+  header: MessageInitShape<typeof UploadArchiveRequestSchema>,
+  chunks: Iterable<Uint8Array>,
+): { cancel(): void; kill(): void; finish(): void; closed: Promise<void> } {
+  const session = http2.connect(baseUrl);
+  session.on("error", () => {});
+  const stream = session.request({
+    ":method": "POST",
+    ":path": `/${RecordingService.typeName}/UploadArchive`,
+    "content-type": "application/grpc+proto",
+    te: "trailers",
+  });
+  stream.on("error", () => {});
+  stream.resume();
+  const envelope = (message: MessageInitShape<typeof UploadArchiveRequestSchema>) => {
+    const bytes = toBinary(UploadArchiveRequestSchema, create(UploadArchiveRequestSchema, message));
+    const frame = Buffer.alloc(5 + bytes.length);
+    frame.writeUInt32BE(bytes.length, 1);
+    frame.set(bytes, 5);
+    return frame;
+  };
+  stream.write(envelope(header));
+  for (const chunk of chunks) stream.write(envelope({ chunk }));
+  const closed = new Promise<void>((resolve) => session.once("close", () => resolve()));
+  return {
+    cancel() {
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      session.close();
+    },
+    kill() {
+      session.destroy();
+    },
+    finish() {
+      stream.end();
+      stream.once("close", () => session.close());
+    },
+    closed,
+  };
 }

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Timestamp, timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -15,7 +15,7 @@ import { decodeEvent, type EventSubject } from "../lib/bus/events.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
 import { provisionTenant, type Signer, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
-import { grpcCheckIn, grpcUploadArchive } from "./recorder.js";
+import { grpcCheckIn, grpcUploadArchive, rawUploadArchive } from "./recorder.js";
 import { runReplayctl } from "./replayctl.js";
 import { sharedSystems } from "./shared-system.js";
 
@@ -419,6 +419,54 @@ describe.each(sharedSystems())("recording lifecycle ($mode mode)", (sys) => {
     expect(again.code).toBe(grpc.status.FAILED_PRECONDITION);
     expect(await upload({ replayId }, Buffer.from("x"))).toBe("INVALID_TRANSITION");
     expect((await archivesOf(t.tenantId, replayId)).length).toBe(1);
+  });
+
+  // Issue 28: through the gateway's internal port, a cancelled upload finished the replay with the
+  // chunks sent so far (its forwarder ended the backend's stream cleanly); a killed recorder too.
+  it("finishes nothing on an upload cancelled or cut off mid-stream, on the gateway's port and the replays service's own", async () => {
+    const t = await tenant();
+    // A size no other upload has, to find this upload's temporary file among the store's.
+    const chunks = [randomBytes(65_536), randomBytes(65_536), randomBytes(65_536), randomBytes(12_345)];
+    const sent = chunks.reduce((n, c) => n + c.length, 0);
+    const tmp = join(sys.blobDir, ".tmp");
+    const partOfSize = async () => {
+      for (const name of await readdir(tmp).catch(() => [] as string[])) {
+        const size = await stat(join(tmp, name)).then(
+          (s) => s.size,
+          () => -1,
+        );
+        if (name.endsWith(".part") && size === sent) return name;
+      }
+      return undefined;
+    };
+    const ports = [sys.internalUrl, ...(sys.serviceUrls ? [sys.serviceUrls.replays as string] : [])];
+    for (const port of ports) {
+      for (const end of ["cancel", "kill"] as const) {
+        const { replayId } = await t.recordingServer();
+        const upload = rawUploadArchive(port, { replayId, formatVersion: 2 }, chunks);
+        // Every chunk stored in the upload's temporary file: the service is mid-upload.
+        const part = await pollUntil(partOfSize, (name) => name !== undefined, 15_000);
+        upload[end]();
+        await upload.closed;
+        // The upload is over once its temporary file is gone (removed, or renamed into place).
+        await pollUntil(
+          () =>
+            stat(join(tmp, part as string)).then(
+              () => true,
+              () => false,
+            ),
+          (exists) => !exists,
+          15_000,
+        );
+        const got = await signedGet(t, replayId);
+        expect(got.body, `${end} on ${port}`).toMatchObject({ id: replayId, status: "recording", size_bytes: null });
+        expect(await storageUsed(t.tenantId)).toBe(0);
+        // Still recording: a whole upload finishes it.
+        expect((await grpcUploadArchive(port, { replayId }, [Buffer.from("abc")])).sizeBytes).toBe(3n);
+        await expect(storageUsed(t.tenantId)).resolves.toBe(3);
+        expect((await sendSigned(sys.baseUrl, t.signer, "DELETE", `/v1/replays/${replayId}`)).status).toBe(204);
+      }
+    }
   });
 
   it("finishes with replayctl recording finish --archive FILE; expiry removes the archive", async () => {

@@ -21,7 +21,8 @@ export function toConnectError(err: DomainError): ConnectError {
 
 /**
  * The services' one error mapping (STYLE.md §7): a DomainError becomes a ConnectError with its
- * contract code; a ConnectError passes through; a lost database connection is SERVICE_UNAVAILABLE
+ * contract code; a ConnectError passes through; a failure after the caller went away is logged as
+ * info (no fault here); a lost database connection is SERVICE_UNAVAILABLE
  * (retryable); anything else is a fault, logged with its cause and answered as a bare Internal
  * error so no SQL or stack reaches the caller.
  */
@@ -37,6 +38,12 @@ export const errorInterceptor: Interceptor = (next) => async (req) => {
       tenantId: req.contextValues.get(kTenant),
       ...traceLogFields(req.contextValues.get(kTrace)),
     };
+    // The caller went away mid-call (a cancelled or cut-off stream: its body ends in
+    // ERR_STREAM_PREMATURE_CLOSE or a reset): nothing failed here, and nobody reads the answer.
+    if (req.signal.aborted) {
+      log.info({ ...fields, reason: String(err) }, "the caller went away mid-call");
+      throw new ConnectError("the call was cancelled", Code.Canceled);
+    }
     // The database went away under the call (a failover, a restart): the infrastructure's fault,
     // and the work rolled back with its connection, so the caller may retry.
     if (isConnectionLoss(err)) {

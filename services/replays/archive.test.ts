@@ -22,20 +22,22 @@ async function drain(chunks: AsyncIterable<Uint8Array>): Promise<{ bytes: number
 }
 
 const later = () => Date.now() + 60_000;
+/** The signal of a call whose client is still there. */
+const open = () => new AbortController().signal;
 
 describe("archive upload rules", () => {
   it("yields the header's chunk, then every later message's, in order", async () => {
     const header = message({ replayId: "r", chunk: Buffer.from("ab") });
     const rest = stream(message({ chunk: Buffer.from("cd") }), message({}), message({ chunk: Buffer.from("e") }));
     const seen: string[] = [];
-    for await (const chunk of archiveChunks(header, rest, later())) seen.push(Buffer.from(chunk).toString());
+    for await (const chunk of archiveChunks(header, rest, later(), open())) seen.push(Buffer.from(chunk).toString());
     expect(seen).toEqual(["ab", "cd", "e"]);
   });
 
   it("refuses a header field in a later message", async () => {
     const header = message({ replayId: "r" });
     for (const late of [{ replayId: "r" }, { formatVersion: 1 }, { endedAt: { seconds: 1n } }]) {
-      expect(await drain(archiveChunks(header, stream(message(late)), later()))).toEqual({
+      expect(await drain(archiveChunks(header, stream(message(late)), later(), open()))).toEqual({
         bytes: 0,
         code: "INVALID_ARGUMENT",
       });
@@ -50,9 +52,24 @@ describe("archive upload rules", () => {
       for (let i = 0; i <= count; i++) yield message({ chunk: piece });
     }
     expect(ARCHIVE_MAX_BYTES).toBe(1024 ** 3);
-    expect(await drain(archiveChunks(message({ replayId: "r" }), rest(), later()))).toEqual({
+    expect(await drain(archiveChunks(message({ replayId: "r" }), rest(), later(), open()))).toEqual({
       bytes: ARCHIVE_MAX_BYTES,
       code: "PAYLOAD_TOO_LARGE",
+    });
+  });
+
+  it("refuses a stream that ended because its caller went away: it is no archive", async () => {
+    const gone = new AbortController();
+    async function* rest() {
+      yield message({ chunk: Buffer.from("cd") });
+      // The client reset the stream: Node ends the request body as if it were whole.
+      gone.abort();
+    }
+    expect(
+      await drain(archiveChunks(message({ replayId: "r", chunk: Buffer.from("ab") }), rest(), later(), gone.signal)),
+    ).toEqual({
+      bytes: 4,
+      code: 1, // Code.Canceled
     });
   });
 
@@ -61,7 +78,7 @@ describe("archive upload rules", () => {
       await new Promise(() => {});
       yield message({});
     })();
-    const result = await drain(archiveChunks(message({ replayId: "r" }), stalled, Date.now() + 50));
+    const result = await drain(archiveChunks(message({ replayId: "r" }), stalled, Date.now() + 50, open()));
     expect(result.code).toBe(4); // Code.DeadlineExceeded
   });
 

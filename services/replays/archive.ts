@@ -54,11 +54,17 @@ export async function readArchiveHeader(
  * The archive's bytes: the first message's chunk, then every later message's, in order. Refuses a
  * later message that sets a header field (INVALID_ARGUMENT), an archive past ARCHIVE_MAX_BYTES
  * (PAYLOAD_TOO_LARGE, before the chunk that passes it is stored) and an upload past `deadlineAt`.
+ * A stream that ends because the caller went away (`cancelled`: the call's signal, aborted when the
+ * client reset the stream or dropped the connection) is no archive (Canceled): a gRPC client's
+ * cancel half-closes the stream and resets it at once (grpc-js and Node's http2 both send END_STREAM
+ * before RST_STREAM), so the end waits one turn of the event loop for a reset that arrived with it.
+ * The finish checks the signal again before it commits (recording.ts).
  */
 export async function* archiveChunks(
   header: UploadArchiveRequest,
   rest: AsyncIterator<UploadArchiveRequest>,
   deadlineAt: number,
+  cancelled: AbortSignal,
 ): AsyncGenerator<Uint8Array> {
   let sizeBytes = 0;
   const counted = (chunk: Uint8Array) => {
@@ -71,7 +77,11 @@ export async function* archiveChunks(
   if (header.chunk.length > 0) yield counted(header.chunk);
   for (;;) {
     const next = await nextBefore(rest, deadlineAt);
-    if (next.done) return;
+    if (next.done) {
+      await new Promise((resolve) => setImmediate(resolve));
+      throwIfCancelled(cancelled);
+      return;
+    }
     const message = next.value;
     if (message.replayId !== "" || message.endedAt !== undefined || message.formatVersion !== undefined) {
       throw new DomainError(
@@ -81,4 +91,9 @@ export async function* archiveChunks(
     }
     if (message.chunk.length > 0) yield counted(message.chunk);
   }
+}
+
+/** Refuses to go on with an upload whose caller went away (archiveChunks): its end was no end. */
+export function throwIfCancelled(cancelled: AbortSignal): void {
+  if (cancelled.aborted) throw new ConnectError("the upload was cancelled before its end", Code.Canceled);
 }

@@ -13,7 +13,14 @@ import { logger } from "../../lib/log.js";
 import { traceOf } from "../../lib/rpc/context.js";
 import { codePointLength } from "../../lib/text.js";
 import { traceLogFields } from "../../lib/trace.js";
-import { archiveChunks, archiveKeyOf, readArchiveHeader, UPLOAD_ABANDON_MS, UPLOAD_MAX_MS } from "./archive.js";
+import {
+  archiveChunks,
+  archiveKeyOf,
+  readArchiveHeader,
+  throwIfCancelled,
+  UPLOAD_ABANDON_MS,
+  UPLOAD_MAX_MS,
+} from "./archive.js";
 import type { ReplayRow } from "./recording-store.js";
 import * as store from "./recording-store.js";
 import { type Action, type AssetStep, nextState } from "./transitions.js";
@@ -235,8 +242,12 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       });
       let sizeBytes = 0n;
       try {
-        sizeBytes = BigInt((await deps.blobs.put(archiveKey, archiveChunks(header, messages, deadlineAt))).sizeBytes);
+        sizeBytes = BigInt(
+          (await deps.blobs.put(archiveKey, archiveChunks(header, messages, deadlineAt, ctx.signal))).sizeBytes,
+        );
         await transition(ctx, replayId, finish, async (tx, row) => {
+          // The caller may have reset the stream while the archive was being stored.
+          throwIfCancelled(ctx.signal);
           if (!(await store.deleteArchiveUpload(tx, archiveKey))) {
             throw new Error(`the upload of ${archiveKey} outlived UPLOAD_ABANDON_MS`);
           }
