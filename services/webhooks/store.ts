@@ -95,14 +95,16 @@ export type FanOut = { leased: ClaimedDelivery[]; waiting: number };
  * caps, and come back with what their attempt needs: nothing is sent before the deliveries are
  * stored, so every attempt is one the log will show (issue 28). A subscription deleted meanwhile
  * gets nothing; one created meanwhile that names the event gets a delivery. An event the bus
- * delivers again adds nothing (one delivery per subscription and event). The busy arrays, the
- * limit and the cap are read through scalar subqueries, as claimDeliveries's.
+ * delivers again adds nothing (one delivery per subscription and event). Every array, the limit
+ * and the cap are read through scalar subqueries, as claimDeliveries's, so that the prepared
+ * statement settles on its generic plan.
  */
 export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], lease?: FanOutLease): Promise<FanOut> {
   if (events.length === 0) return { leased: [], waiting: 0 };
   const { rows } = await tx.query<ClaimedDelivery & { leased: boolean }>(
     `WITH e AS (
-       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::bool[])
+       SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::uuid[]), (SELECT $3::text[]), (SELECT $4::text[]),
+                            (SELECT $5::timestamptz[]), (SELECT $6::text[]), (SELECT $7::bool[]))
          AS e(event_id, tenant_id, event, body, first_attempt_at, traceparent, due_now)
      ), busy AS (
        SELECT * FROM unnest((SELECT $10::uuid[]), (SELECT $11::int[])) AS b(subscription_id, n)
