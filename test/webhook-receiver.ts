@@ -31,8 +31,17 @@ export type ReceivedRequest = {
   closed: boolean;
 };
 
-/** How the receiver answers one path: a status after an optional delay; `hang` never answers. */
-export type Behaviour = { status?: number; delayMs?: number; headers?: Record<string, string>; hang?: boolean };
+/**
+ * How the receiver answers one path: a status after an optional delay; `hang` never answers, and
+ * with `closeAfterMs` closes the connection after that long instead (a receiver that stalls).
+ */
+export type Behaviour = {
+  status?: number;
+  delayMs?: number;
+  headers?: Record<string, string>;
+  hang?: boolean;
+  closeAfterMs?: number;
+};
 
 export type WebhookReceiver = {
   port: number;
@@ -78,7 +87,15 @@ export async function startWebhookReceiver(options: { port?: number; certDir: st
         requests.push(received);
         const configured = behaviours.get(path) ?? {};
         const b = typeof configured === "function" ? configured(index) : configured;
-        if (b.hang) return;
+        if (b.hang) {
+          if (b.closeAfterMs === undefined) return;
+          const timer = setTimeout(() => {
+            timers.delete(timer);
+            req.socket.destroy();
+          }, b.closeAfterMs);
+          timers.add(timer);
+          return;
+        }
         const answer = () => {
           res.writeHead(b.status ?? 200, { "content-type": "application/json", ...b.headers });
           res.end("{}");
