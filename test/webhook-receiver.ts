@@ -62,6 +62,7 @@ export async function startWebhookReceiver(options: { port?: number; certDir: st
   const requests: ReceivedRequest[] = [];
   const behaviours = new Map<string, Behaviour | ((index: number) => Behaviour)>();
   const timers = new Set<NodeJS.Timeout>();
+  const byConnection = new WeakMap<object, ReceivedRequest[]>();
   const server = createServer(
     {
       cert: readFileSync(join(options.certDir, "cert.pem")),
@@ -81,9 +82,17 @@ export async function startWebhookReceiver(options: { port?: number; certDir: st
         }
         const index = requests.filter((r) => r.path === path).length;
         const received: ReceivedRequest = { path, headers: req.headers, raw, json, at: Date.now(), closed: false };
-        req.socket.once("close", () => {
-          received.closed = true;
-        });
+        // One close listener per connection, not per request: a kept-alive connection carries many.
+        let onConnection = byConnection.get(req.socket);
+        if (!onConnection) {
+          const list: ReceivedRequest[] = [];
+          onConnection = list;
+          byConnection.set(req.socket, list);
+          req.socket.once("close", () => {
+            for (const r of list) r.closed = true;
+          });
+        }
+        onConnection.push(received);
         requests.push(received);
         const configured = behaviours.get(path) ?? {};
         const b = typeof configured === "function" ? configured(index) : configured;
