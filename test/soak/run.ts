@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -9,7 +9,7 @@ import { createApi } from "./api.js";
 import { checkJournal } from "./check-journal.js";
 import { checkState } from "./check-state.js";
 import { checkWebhooks } from "./check-webhooks.js";
-import { startCluster } from "./cluster.js";
+import { type Cluster, startCluster } from "./cluster.js";
 import { waitForDrain } from "./drain.js";
 import { planFaults, runFaults } from "./faults.js";
 import { invariant, result } from "./invariant.js";
@@ -31,6 +31,8 @@ import type { Death } from "./supervisor.js";
 const WEBHOOK_TIMEOUT_MS = 2_000;
 const TENANTS = 3;
 
+let cluster: Cluster | undefined;
+
 async function main(): Promise<number> {
   const options = parseOptions(process.argv.slice(2));
   const startedAt = Date.now();
@@ -49,8 +51,17 @@ async function main(): Promise<number> {
     stallRate: 0.02,
     stallMs: WEBHOOK_TIMEOUT_MS + 1_000,
   });
+  // The whole run is bounded: start-up, the fault phase, the settle deadline, and room to check and stop.
+  const watchdog = setTimeout(
+    () => {
+      progress("watchdog: the run overran its bound; stopping everything");
+      void cluster?.cleanup().finally(() => process.exit(2));
+    },
+    options.durationMs + options.settleDeadlineMs + 300_000,
+  );
+  watchdog.unref();
   const deaths: Death[] = [];
-  const cluster = await startCluster({
+  cluster = await startCluster({
     baseDatabaseUrl: process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres",
     logDir,
     env: {
@@ -119,6 +130,14 @@ async function main(): Promise<number> {
       await db.end();
     }
     const calls = checkJournal(journal.entries(), faults.windows);
+    await writeFile(
+      join(logDir, "receiver.jsonl"),
+      receiver
+        .deliveries()
+        .map((d) => `${JSON.stringify(d)}\n`)
+        .join(""),
+    );
+    await writeFile(join(logDir, "faults.log"), `${faults.log.join("\n")}\n`);
     api.close();
 
     const drained = invariant("settled: outboxes sent, consumers drained, deliveries terminal, no lease held");
@@ -180,16 +199,14 @@ async function main(): Promise<number> {
     await cluster.cleanup();
     await receiver.close();
     await rm(certDir, { recursive: true, force: true });
+    clearTimeout(watchdog);
   }
 }
 
 /** The line of a dead process's last output that names its error, and the SQLSTATE when one is shown. */
 function firstError(tail: string): string {
-  const line =
-    tail
-      .split("\n")
-      .find((l) => /Error\b|error:/.test(l))
-      ?.trim() ?? tail.slice(-300);
+  const lines = tail.split("\n").filter((l) => !l.trimStart().startsWith("{"));
+  const line = lines.find((l) => /^\s*\w*Error\b/.test(l))?.trim() ?? tail.slice(-300);
   const sqlState = /code: '(\w+)'/.exec(tail)?.[1];
   return `${line.slice(0, 300)}${sqlState ? ` (SQLSTATE ${sqlState})` : ""}`;
 }
