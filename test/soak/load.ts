@@ -33,9 +33,12 @@ export function startLoad(deps: {
       // Staggered, so sessions do not march in step.
       await sleep(rng.int(0, 1500));
       while (!stopping) {
-        await session({ ...deps, rng, stopping: () => stopping }).catch((err) => {
+        const created = await session({ ...deps, rng, stopping: () => stopping }).catch((err) => {
           process.stderr.write(`soak: session failed: ${(err as Error).stack}\n`);
+          return false;
         });
+        // A client that could not even create its server backs off instead of spinning on 503s.
+        if (!created) await sleep(rng.int(300, 1_000));
       }
     })(),
   );
@@ -66,15 +69,16 @@ async function retrying<T extends Result<unknown>>(
   return result;
 }
 
-async function session(d: SessionDeps): Promise<void> {
+/** One session; false when its server could not be created (nothing else was tried). */
+async function session(d: SessionDeps): Promise<boolean> {
   const { api, model, rng } = d;
   const t = rng.pick(d.tenants);
   const created = await api.createServer(t, `soak-${randomUUID().slice(0, 8)}`);
-  if (created.outcome !== "ok") return;
+  if (created.outcome !== "ok") return false;
   const serverId: string = created.value?.body.serverId;
   const checkIn = await retrying(() => api.checkIn(t, serverId), transient, 4, 500);
   model.servers.set(serverId, { tenantId: t.tenantId, checkedIn: checkIn.outcome });
-  if (checkIn.outcome !== "ok" || d.stopping()) return;
+  if (checkIn.outcome !== "ok" || d.stopping()) return true;
 
   // Until the replays service has heard of the server (an event away), starting is refused as
   // unknown or not connected; a recorder tries again.
@@ -84,7 +88,7 @@ async function session(d: SessionDeps): Promise<void> {
     40,
     300,
   );
-  if (started.outcome !== "ok") return;
+  if (started.outcome !== "ok") return true;
   const replayId = (started.value as { replayId: string }).replayId;
   const replay: ReplayModel = { replayId, tenantId: t.tenantId, serverId, ops: { start: "ok" } };
   model.replays.set(replayId, replay);
@@ -99,7 +103,7 @@ async function session(d: SessionDeps): Promise<void> {
     tick += rng.int(1, 500);
     await marker(d, t, replay, { serverId, tick, label: `live ${tick}` }, "marker.byServer");
   }
-  if (d.stopping()) return;
+  if (d.stopping()) return true;
 
   // The finish: a plain one, an upload, or an upload the recorder gives up on.
   const roll = rng.next();
@@ -108,7 +112,7 @@ async function session(d: SessionDeps): Promise<void> {
     d.uploads.inFlight++;
     const r = await api.uploadArchive(t, replayId, chunks, 1).finally(() => d.uploads.inFlight--);
     model.note(replay, "uploadCancelled", r.entry.status === "CANCELLED" ? "ok" : r.outcome);
-    return;
+    return true;
   }
   if (roll < 0.55) {
     const chunks = archive(rng.int(1, 4));
@@ -117,12 +121,12 @@ async function session(d: SessionDeps): Promise<void> {
       () => d.uploads.inFlight--,
     );
     if (outcome === "ok") replay.sizeBytes = chunks.reduce((n, c) => n + c.length, 0);
-    if (outcome !== "ok") return;
+    if (outcome !== "ok") return true;
   } else {
     const size = rng.int(1, 50_000_000);
     const outcome = await step("finish", () => api.finishRecording(t, replayId, BigInt(size)));
     if (outcome === "ok") replay.sizeBytes = size;
-    if (outcome !== "ok") return;
+    if (outcome !== "ok") return true;
   }
 
   for (let i = rng.int(0, 3); i > 0 && !d.stopping(); i--) {
@@ -152,6 +156,7 @@ async function session(d: SessionDeps): Promise<void> {
     });
     await Promise.all([step("delete", () => api.deleteReplay(t, replayId)), ...racers]);
   }
+  return true;
 }
 
 /** One marker create, half of them with an Idempotency-Key (retried on an unknown answer, sometimes repeated). */

@@ -206,7 +206,7 @@ async function main(): Promise<number> {
 /** The line of a dead process's last output that names its error, and the SQLSTATE when one is shown. */
 function firstError(tail: string): string {
   const lines = tail.split("\n").filter((l) => !l.trimStart().startsWith("{"));
-  const line = lines.find((l) => /^\s*\w*Error\b/.test(l))?.trim() ?? tail.slice(-300);
+  const line = lines.find((l) => /^\s*(\w*Error|error)\b/.test(l))?.trim() ?? tail.slice(-300);
   const sqlState = /code: '(\w+)'/.exec(tail)?.[1];
   return `${line.slice(0, 300)}${sqlState ? ` (SQLSTATE ${sqlState})` : ""}`;
 }
