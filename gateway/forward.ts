@@ -29,7 +29,13 @@ export function forwardService<S extends DescService>(service: S, client: Client
       if (trace) headers[contextHeaders.traceparent] = formatTraceparent(trace);
       const input =
         method.methodKind === "client_streaming" ? untilCancelled(req as AsyncIterable<unknown>, ctx.signal) : req;
-      return call?.(input, { headers, signal: ctx.signal, timeoutMs: ctx.timeoutMs() }).catch(rethrowBackendError);
+      return call?.(input, { headers, signal: ctx.signal, timeoutMs: ctx.timeoutMs() }).catch((err: unknown) => {
+        // A backend that died mid-call resets its streams: Canceled to the client library, though
+        // this caller cancelled nothing. The caller learns what it is: a backend away, to retry.
+        if (err instanceof ConnectError && err.code === Code.Canceled && !ctx.signal.aborted)
+          throw new ConnectError("the backend service went away mid-call; retry", Code.Unavailable);
+        return rethrowBackendError(err);
+      });
     };
   }
   return impl as ServiceImpl<S>;

@@ -4,11 +4,12 @@ import type { BlobStore } from "./blob/blob.js";
 import { openBlobStore } from "./blob/open.js";
 import type { Bus } from "./bus/bus.js";
 import { createEmbeddedBus } from "./bus/embedded.js";
-import { createNatsBus } from "./bus/nats.js";
+import { createNatsBus, isNatsUnreachable } from "./bus/nats.js";
 import type { Config } from "./config.js";
 import { createPgDb } from "./db/db.js";
 import { createEmbeddedDb, type EmbeddedPostgres, openEmbeddedPostgres } from "./db/embedded.js";
 import type { Db } from "./db/types.js";
+import { whenReachable } from "./startup-wait.js";
 
 /**
  * What every process gets from its run mode: a database per schema and the event bus. The
@@ -49,14 +50,20 @@ export async function openPlatform(config: Config, name: string): Promise<Platfo
   };
   let bus: Bus | undefined;
   try {
-    bus = config.bus.natsUrl
-      ? await createNatsBus({
-          servers: config.bus.natsUrl,
-          namespace: config.bus.namespace,
-          name,
-          maxAgeMs: config.events.retentionMs,
-          replicas: config.bus.streamReplicas,
-        })
+    const natsUrl = config.bus.natsUrl;
+    bus = natsUrl
+      ? await whenReachable(
+          "NATS",
+          () =>
+            createNatsBus({
+              servers: natsUrl,
+              namespace: config.bus.namespace,
+              name,
+              maxAgeMs: config.events.retentionMs,
+              replicas: config.bus.streamReplicas,
+            }),
+          isNatsUnreachable,
+        )
       : await createEmbeddedBus(openDb);
     const blobs = await openBlobStore(config.blob.url ?? pathToFileURL(resolve(config.db.dataDir, "blobs")).href);
     return {

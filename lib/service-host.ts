@@ -6,12 +6,14 @@ import { type Consumer, startConsumer } from "./bus/consumer.js";
 import { outboxMigrations, startOutboxRelay } from "./bus/outbox.js";
 import { startRetentionWorker } from "./bus/retention.js";
 import type { Config } from "./config.js";
+import { isConnectionLoss } from "./db/errors.js";
 import { type Migration, migrate, readMigrations } from "./db/migrate.js";
 import type { Db } from "./db/types.js";
 import { watchOutbox } from "./metrics.js";
 import type { Platform } from "./platform.js";
 import { createHealthService } from "./rpc/health.js";
 import { createRpcServer } from "./rpc/server.js";
+import { whenReachable } from "./startup-wait.js";
 import { DRAIN_MS, startWorker, type WorkerSpec } from "./worker/worker.js";
 
 /** A started process part: its RPC address, and how to stop it (drain, then release). */
@@ -68,7 +70,7 @@ export async function openSchema(
   options: { poolMax?: number } = {},
 ): Promise<OpenSchema> {
   const db = platform.openDb(name, options);
-  await migrate(db, migrations);
+  await whenReachable("Postgres", () => migrate(db, migrations), isConnectionLoss);
   const unwatch = watchOutbox(db);
   const relay = startOutboxRelay({ db, bus: platform.bus });
   const retention = startRetentionWorker(db, {

@@ -12,6 +12,7 @@ import {
   ConsumerEvents,
   connect,
   DeliverPolicy,
+  ErrorCode,
   Events,
   nanos,
   headers as natsHeaders,
@@ -76,6 +77,22 @@ export type NatsBusOptions = {
  * it threw; order and one-at-a-time hold per subject filter and process, and replicas sharing the
  * durable run in parallel, so handlers must tolerate concurrency (the inbox makes them idempotent).
  */
+/**
+ * A NATS server that could not be reached or was not ready (at start: refused, timed out, no
+ * JetStream yet after a restart), as opposed to a refusal that waiting does not change.
+ */
+export function isNatsUnreachable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return (
+    code === ErrorCode.ConnectionRefused ||
+    code === ErrorCode.ConnectionTimeout ||
+    code === ErrorCode.Timeout ||
+    code === ErrorCode.Disconnect ||
+    code === ErrorCode.ConnectionClosed ||
+    code === ErrorCode.JetStreamNotEnabled
+  );
+}
+
 export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
   const namespace = options.namespace ? assertNamespace(options.namespace) : undefined;
   const toWire = (subject: string) => (namespace === undefined ? subject : `${namespace}.${subject}`);

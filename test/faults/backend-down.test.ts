@@ -1,5 +1,17 @@
-import { describe, expect, it } from "vitest";
+import { randomBytes } from "node:crypto";
+import { readdir } from "node:fs/promises";
+import { join } from "node:path";
+import { create, toBinary } from "@bufbuild/protobuf";
+import * as grpc from "@grpc/grpc-js";
+import { describe, expect, it, onTestFinished } from "vitest";
+import {
+  RecordingService,
+  type UploadArchiveRequest,
+  UploadArchiveRequestSchema,
+} from "../../gen/replay/replays/v1/recording_pb.js";
 import { provisionTenant, send } from "../http.js";
+import { pollUntil } from "../poll.js";
+import { recordingOnNewServer } from "../recorder.js";
 import { distributedSkipReason, startDistributedSystem } from "../system.js";
 import { useSystem } from "../use-system.js";
 
@@ -34,6 +46,40 @@ describe.skipIf(distributedSkipReason())(
       // Authentication does not depend on the servers service.
       expect((await send(sys.baseUrl, "GET", "/v1/api/servers")).body?.code).toBe("UNAUTHENTICATED");
       expect((await send(sys.baseUrl, "GET", "/v1/api/replays", { headers: t.bearer() })).status).toBe(200);
+    });
+
+    // Issue 28's soak: an upload through the gateway's internal port whose replays replica died
+    // mid-stream ended CANCELLED ("http2 stream closed"), which a recorder takes for its own cancel.
+    it("answers UNAVAILABLE, not CANCELLED, to an upload through the gateway whose backend dies mid-stream", async () => {
+      const sys = system();
+      await sys.restart("servers");
+      const t = await provisionTenant(sys);
+      const { replayId } = await recordingOnNewServer(sys, t.bearer(), "dies-mid-upload");
+      const client = new grpc.Client(new URL(sys.internalUrl).host, grpc.credentials.createInsecure());
+      onTestFinished(() => client.close());
+      const ended = new Promise<grpc.ServiceError | undefined>((resolve) => {
+        const call = client.makeClientStreamRequest(
+          `/${RecordingService.typeName}/UploadArchive`,
+          (message: UploadArchiveRequest) => Buffer.from(toBinary(UploadArchiveRequestSchema, message)),
+          (bytes: Buffer) => bytes,
+          (err) => resolve(err ?? undefined),
+        );
+        call.write(create(UploadArchiveRequestSchema, { replayId, chunk: randomBytes(65_536) }));
+      });
+      const tmp = join(sys.blobDir, ".tmp");
+      await pollUntil(
+        () =>
+          readdir(tmp).then(
+            (names) => names.some((n) => n.endsWith(".part")),
+            () => false,
+          ),
+        (mid) => mid,
+        15_000,
+      );
+      await sys.kill("replays");
+      const err = await ended;
+      expect(err?.code, String(err)).toBe(grpc.status.UNAVAILABLE);
+      await sys.restart("replays");
     });
   },
 );
