@@ -55,9 +55,12 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
       "UPDATE webhooks.delivery SET lease_expires_at = now() - interval '1 second' WHERE delivery_id = $1",
       [claimed.delivery_id],
     );
-    expect((await claim("replica-b")).map((d) => d.delivery_id)).toContain(claimed.delivery_id);
-    const record = (owner: string, statusCode: number): store.AttemptRecord => ({
+    const retaken = (await claim("replica-b")).find((d) => d.delivery_id === claimed.delivery_id);
+    // Each claim opened its attempt in the log: A's is 1, B's 2.
+    expect([claimed.attempt, retaken?.attempt]).toEqual([1, 2]);
+    const record = (owner: string, attempt: number, statusCode: number): store.AttemptRecord => ({
       deliveryId: claimed.delivery_id,
+      attempt,
       owner,
       trigger: "automatic",
       startedAt: new Date(),
@@ -67,9 +70,11 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
       nextAttemptAt: statusCode === 200 ? null : new Date(Date.now() + 60_000),
       gone: false,
     });
-    await store.recordAttempts(db, [record("replica-b", 200)]);
+    await store.recordAttempts(db, [record("replica-b", 2, 200)]);
     // A's failure comes last: logged, but the delivery stays succeeded, with no attempt due.
-    await store.recordAttempts(db, [record("replica-a", 500)]);
+    await store.recordAttempts(db, [record("replica-a", 1, 500)]);
+    // Recorded again (a retry after a lost connection): nothing changes.
+    await store.recordAttempts(db, [record("replica-b", 2, 200)]);
     const { rows } = await db.query(
       `SELECT status, last_status_code, next_attempt_at, attempt_count, automatic_attempts, lease_owner
          FROM webhooks.delivery WHERE delivery_id = $1`,
@@ -87,8 +92,50 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
     ]);
     const attempts = await store.listAttempts(db, [claimed.delivery_id]);
     expect(attempts.map((a) => [a.attempt, a.status_code])).toEqual([
-      [2, 500],
-      [1, 200],
+      [2, 200],
+      [1, 500],
+    ]);
+  });
+
+  it("logs an attempt before its request: open while in flight (not listed), closed as abandoned when its sender stops", async () => {
+    const tenantId = randomUUID();
+    const subscriptionId = await subscribe(tenantId, ["asset.ready"]);
+    await db.transaction((tx) =>
+      store.insertDeliveries(tx, [
+        { tenantId, eventId: randomUUID(), event: "asset.ready", body: "{}", firstAttemptAt: new Date(Date.now() - 1) },
+      ]),
+    );
+    const claim = (owner: string) =>
+      store
+        .claimDeliveries(db, { owner, leaseMs: 60_000, perSubscription: 16, limit: 10, busy: new Map() })
+        .then((rows) => rows.find((d) => d.subscription_id === subscriptionId));
+    const first = await claim("replica-a");
+    if (!first) throw new Error("nothing claimed");
+    const rows = () =>
+      db
+        .query<{ attempt: number; open: boolean; error: string | null }>(
+          `SELECT attempt, duration_ms IS NULL AS open, error FROM webhooks.attempt WHERE delivery_id = $1 ORDER BY attempt`,
+          [first.delivery_id],
+        )
+        .then((r) => r.rows);
+    expect(await rows()).toEqual([{ attempt: 1, open: true, error: null }]);
+    expect(await store.listAttempts(db, [first.delivery_id])).toEqual([]);
+    // Replica A dies mid-attempt; its lease runs out and B claims: A's attempt stays in the log, failed.
+    await db.query(
+      "UPDATE webhooks.delivery SET lease_expires_at = now() - interval '1 second' WHERE delivery_id = $1",
+      [first.delivery_id],
+    );
+    const second = await claim("replica-b");
+    expect(second?.attempt).toBe(2);
+    expect(await rows()).toEqual([
+      { attempt: 1, open: false, error: "no answer recorded: the sender stopped" },
+      { attempt: 2, open: true, error: null },
+    ]);
+    // B stops with its request cut: handed back, its attempt closed too.
+    await store.releaseDeliveries(db, "replica-b", [first.delivery_id], "cut short: the sender stopped");
+    expect((await store.listAttempts(db, [first.delivery_id])).map((a) => [a.attempt, a.error])).toEqual([
+      [2, "cut short: the sender stopped"],
+      [1, "no answer recorded: the sender stopped"],
     ]);
   });
 
@@ -179,6 +226,7 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
             tx,
             claimed.map((d) => ({
               deliveryId: d.delivery_id,
+              attempt: d.attempt,
               owner: "test",
               trigger: "automatic",
               startedAt: new Date(),

@@ -92,8 +92,9 @@ export type FanOut = { leased: ClaimedDelivery[]; waiting: number };
  * The fan-out of events, all in one statement: for each, a delivery to every subscription of its
  * tenant that names the event, all carrying the event's body, due at their event's
  * `firstAttemptAt`. With `lease`, those due at once are leased to this process's worker within its
- * caps, and come back with what their attempt needs: nothing is sent before the deliveries are
- * stored, so every attempt is one the log will show (issue 28). A subscription deleted meanwhile
+ * caps, their first attempt opened in the log (claimDeliveries), and come back with what their
+ * attempt needs: nothing is sent before the deliveries and their attempts are stored, so every
+ * request sent is in the log (issue 28). A subscription deleted meanwhile
  * gets nothing; one created meanwhile that names the event gets a delivery. An event the bus
  * delivers again adds nothing (one delivery per subscription and event). Every array, the limit
  * and the cap are read through scalar subqueries, as claimDeliveries's, so that the prepared
@@ -123,19 +124,22 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
      ), d AS (
        INSERT INTO webhooks.delivery
               (delivery_id, tenant_id, subscription_id, event_id, event, body, status, next_attempt_at,
-               lease_owner, lease_expires_at, traceparent)
+               attempt_count, lease_owner, lease_expires_at, traceparent)
        SELECT gen_random_uuid(), c.tenant_id, c.subscription_id, c.event_id, c.event, c.body, 'pending',
-              c.first_attempt_at,
+              c.first_attempt_at, c.leased::int,
               CASE WHEN c.leased THEN $8::text END,
               CASE WHEN c.leased THEN now() + $9::int * interval '1 millisecond' END,
               c.traceparent
          FROM c
        ON CONFLICT (subscription_id, event_id) DO NOTHING
        RETURNING delivery_id, subscription_id, event_id, event, body, traceparent, lease_owner IS NOT NULL AS leased
+     ), opened AS (
+       INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at)
+       SELECT d.delivery_id, 1, 'automatic', now() FROM d WHERE d.leased
      )
      SELECT d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, d.traceparent, d.leased,
             CASE WHEN d.leased THEN c.url END AS url, CASE WHEN d.leased THEN c.secret END AS secret,
-            false AS manual, 0 AS automatic_attempts
+            false AS manual, 0 AS automatic_attempts, 1 AS attempt
        FROM d JOIN c USING (subscription_id, event_id)`,
     [
       events.map((e) => e.eventId),
@@ -231,12 +235,12 @@ export async function findDelivery(
   return rows[0];
 }
 
-/** Every attempt of the deliveries, newest first within each. */
+/** Every attempt of the deliveries that ended, newest first within each (one in flight is not listed yet). */
 export async function listAttempts(q: Queryable, deliveryIds: readonly string[]): Promise<AttemptRow[]> {
   if (deliveryIds.length === 0) return [];
   const { rows } = await q.query<AttemptRow>(
     `SELECT delivery_id, attempt, trigger, started_at, duration_ms, status_code, error
-       FROM webhooks.attempt WHERE delivery_id = ANY ($1::uuid[])
+       FROM webhooks.attempt WHERE delivery_id = ANY ($1::uuid[]) AND duration_ms IS NOT NULL
       ORDER BY delivery_id, attempt DESC`,
     [deliveryIds],
   );
@@ -282,7 +286,24 @@ export type ClaimedDelivery = {
   automatic_attempts: number;
   /** The trace of the event (its fan-out's hop), when it had one. */
   traceparent: string | null;
+  /** The number of the attempt opened for it in the log, which its record closes. */
+  attempt: number;
 };
+
+/** The error of an attempt whose sender stopped before it recorded the answer (killed, or lost its lease). */
+const ABANDONED = "no answer recorded: the sender stopped";
+
+/**
+ * SQL that closes the attempts still open (logged before their request, never recorded) of the
+ * deliveries `deliveryIds` selects, as failed with `error`: their request may have reached the
+ * receiver, so they stay in the log. Their duration is until they were found open.
+ */
+function closeOpenAttempts(deliveryIds: string, error: string): string {
+  return `UPDATE webhooks.attempt
+        SET duration_ms = GREATEST((EXTRACT(EPOCH FROM (now() - started_at)) * 1000)::int, 0),
+            error = '${error}'
+      WHERE delivery_id IN (${deliveryIds}) AND duration_ms IS NULL`;
+}
 
 /**
  * Claims due deliveries for one attempt each under a lease (lib/worker/lease.ts's rules, with a
@@ -293,7 +314,9 @@ export type ClaimedDelivery = {
  * The arrays and the limit are read through scalar subqueries, hidden from the planner: a custom
  * plan that saw them was estimated cheaper than the generic one, and Postgres planned this
  * statement anew at every claim (the same plan either way; see updateServersSeen in the servers
- * store). Hidden, the prepared statement settles on its generic plan.
+ * store). Hidden, the prepared statement settles on its generic plan. Each claim opens its attempt in
+ * the log (numbered from the delivery's count) before the request is sent, and closes as abandoned
+ * an attempt a previous holder left open.
  */
 export async function claimDeliveries(
   q: Queryable,
@@ -308,29 +331,37 @@ export async function claimDeliveries(
   const { rows } = await q.query<ClaimedDelivery>(
     `WITH busy AS (
        SELECT * FROM unnest((SELECT $5::uuid[]), (SELECT $6::int[])) AS b(subscription_id, n)
+     ), d AS (
+       UPDATE webhooks.delivery AS d
+          SET lease_owner = $1, lease_expires_at = now() + $2 * interval '1 millisecond',
+              attempt_count = d.attempt_count + 1
+         FROM (
+           SELECT c.delivery_id, s.url, s.secret
+             FROM webhooks.subscription s
+             LEFT JOIN busy b ON b.subscription_id = s.subscription_id
+             CROSS JOIN LATERAL (
+               SELECT x.delivery_id, ${dueAt} AS due
+                 FROM webhooks.delivery x
+                WHERE x.subscription_id = s.subscription_id AND x.status = 'pending' AND ${dueAt} <= now()
+                  AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
+                ORDER BY ${dueAt}
+                LIMIT GREATEST($3 - COALESCE(b.n, 0), 0)
+                  FOR UPDATE OF x SKIP LOCKED
+             ) c
+            WHERE COALESCE(b.n, 0) < $3
+            ORDER BY c.due
+            LIMIT (SELECT $4::int)
+         ) AS picked
+        WHERE d.delivery_id = picked.delivery_id
+        RETURNING d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, picked.url, picked.secret,
+                  d.manual_queued > 0 AS manual, d.automatic_attempts, d.traceparent, d.attempt_count AS attempt
+     ), abandoned AS (
+       ${closeOpenAttempts("SELECT delivery_id FROM d", ABANDONED)}
+     ), opened AS (
+       INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at)
+       SELECT delivery_id, attempt, CASE WHEN manual THEN 'manual' ELSE 'automatic' END, now() FROM d
      )
-     UPDATE webhooks.delivery AS d
-        SET lease_owner = $1, lease_expires_at = now() + $2 * interval '1 millisecond'
-       FROM (
-         SELECT c.delivery_id, s.url, s.secret
-           FROM webhooks.subscription s
-           LEFT JOIN busy b ON b.subscription_id = s.subscription_id
-           CROSS JOIN LATERAL (
-             SELECT x.delivery_id, ${dueAt} AS due
-               FROM webhooks.delivery x
-              WHERE x.subscription_id = s.subscription_id AND x.status = 'pending' AND ${dueAt} <= now()
-                AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
-              ORDER BY ${dueAt}
-              LIMIT GREATEST($3 - COALESCE(b.n, 0), 0)
-                FOR UPDATE OF x SKIP LOCKED
-           ) c
-          WHERE COALESCE(b.n, 0) < $3
-          ORDER BY c.due
-          LIMIT (SELECT $4::int)
-       ) AS picked
-      WHERE d.delivery_id = picked.delivery_id
-      RETURNING d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, picked.url, picked.secret,
-                d.manual_queued > 0 AS manual, d.automatic_attempts, d.traceparent`,
+     SELECT * FROM d`,
     [claim.owner, claim.leaseMs, claim.perSubscription, claim.limit, [...claim.busy.keys()], [...claim.busy.values()]],
   );
   return rows;
@@ -367,6 +398,8 @@ export async function setAsynchronousCommit(tx: Tx): Promise<void> {
 /** One finished attempt, and what it decided for the delivery. */
 export type AttemptRecord = {
   deliveryId: string;
+  /** The attempt's number, opened in the log when its delivery was claimed. */
+  attempt: number;
   owner: string;
   trigger: "automatic" | "manual";
   startedAt: Date;
@@ -380,13 +413,15 @@ export type AttemptRecord = {
 };
 
 /**
- * Records finished attempts in one statement: each delivery's new attempt row (numbered from the
- * delivery's own count) and, while the recording worker still holds its lease, its counters, status
- * and schedule, and the lease released. A delivery deleted meanwhile (its subscription removed)
+ * Records finished attempts in one statement: each closes its attempt's row, opened when its delivery
+ * was claimed, with the outcome (a row already closed as abandoned gets the real one), and, while
+ * the recording worker still holds its lease, the delivery's counters, status and schedule, and
+ * the lease released. Recording the same attempt twice changes nothing more (a retry after a lost
+ * connection): the lease is no longer held the second time. A delivery deleted meanwhile (its subscription removed)
  * records nothing. A manual attempt takes one queued manual attempt off; success or a 410 ends the
  * delivery, pending otherwise while any attempt is still due, else failed. An attempt recorded after
  * its lease ran out and another replica claimed the delivery (or attempted and released it) is
- * logged and counted in attempt_count only: the delivery's state is the current holder's, so a late
+ * logged only: the delivery's state is the current holder's, so a late
  * failure never turns a succeeded delivery back to pending, nor moves its schedule. The arrays are
  * read through scalar subqueries so that the prepared statement settles on its generic plan instead
  * of being planned for every batch's size (as claimDeliveries).
@@ -397,12 +432,11 @@ export async function recordAttempts(q: Queryable, records: readonly AttemptReco
     `WITH r AS (
        SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::timestamptz[]),
                             (SELECT $5::int[]), (SELECT $6::int[]), (SELECT $7::text[]), (SELECT $8::timestamptz[]),
-                            (SELECT $9::bool[]))
-         AS r(delivery_id, owner, trigger, started_at, duration_ms, status_code, error, next_attempt_at, gone)
+                            (SELECT $9::bool[]), (SELECT $10::int[]))
+         AS r(delivery_id, owner, trigger, started_at, duration_ms, status_code, error, next_attempt_at, gone, attempt)
      ), u AS (
        UPDATE webhooks.delivery AS d
-          SET attempt_count = d.attempt_count + 1,
-              automatic_attempts = d.automatic_attempts
+          SET automatic_attempts = d.automatic_attempts
                 + (d.lease_owner IS NOT DISTINCT FROM r.owner AND r.trigger = 'automatic')::int,
               manual_queued = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.manual_queued
                                    WHEN r.error IS NULL OR r.gone THEN 0
@@ -427,11 +461,11 @@ export async function recordAttempts(q: Queryable, records: readonly AttemptReco
               lease_expires_at = CASE WHEN d.lease_owner = r.owner THEN NULL ELSE d.lease_expires_at END
          FROM r
         WHERE d.delivery_id = r.delivery_id
-        RETURNING d.delivery_id, d.attempt_count
      )
-     INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at, duration_ms, status_code, error)
-     SELECT u.delivery_id, u.attempt_count, r.trigger, r.started_at, r.duration_ms, r.status_code, r.error
-       FROM u JOIN r USING (delivery_id)`,
+     UPDATE webhooks.attempt AS a
+        SET started_at = r.started_at, duration_ms = r.duration_ms, status_code = r.status_code, error = r.error
+       FROM r
+      WHERE a.delivery_id = r.delivery_id AND a.attempt = r.attempt`,
     [
       records.map((r) => r.deliveryId),
       records.map((r) => r.owner),
@@ -442,16 +476,31 @@ export async function recordAttempts(q: Queryable, records: readonly AttemptReco
       records.map((r) => r.error),
       records.map((r) => r.nextAttemptAt),
       records.map((r) => r.gone),
+      records.map((r) => r.attempt),
     ],
   );
 }
 
-/** Hands claimed deliveries back unattempted (a stopping worker), so another replica takes them at once. */
-export async function releaseDeliveries(q: Queryable, owner: string, deliveryIds: readonly string[]): Promise<void> {
+/**
+ * Hands claimed deliveries back (a stopping worker), so another replica takes them at once; their
+ * open attempts are closed with `why` (their requests were cut, or never sent).
+ */
+export async function releaseDeliveries(
+  q: Queryable,
+  owner: string,
+  deliveryIds: readonly string[],
+  why: string,
+): Promise<void> {
   if (deliveryIds.length === 0) return;
   await q.query(
-    `UPDATE webhooks.delivery SET lease_owner = NULL, lease_expires_at = NULL
-      WHERE delivery_id = ANY ($1::uuid[]) AND lease_owner = $2`,
-    [deliveryIds, owner],
+    `WITH released AS (
+       UPDATE webhooks.delivery SET lease_owner = NULL, lease_expires_at = NULL
+        WHERE delivery_id = ANY ($1::uuid[]) AND lease_owner = $2
+        RETURNING delivery_id
+     )
+     UPDATE webhooks.attempt
+        SET duration_ms = GREATEST((EXTRACT(EPOCH FROM (now() - started_at)) * 1000)::int, 0), error = $3
+      WHERE delivery_id IN (SELECT delivery_id FROM released) AND duration_ms IS NULL`,
+    [deliveryIds, owner, why],
   );
 }

@@ -380,6 +380,12 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
       "SELECT lease_owner, attempt_count, status FROM webhooks.delivery WHERE subscription_id = $1",
       [stuck.subscriptionId],
     );
-    expect(rows).toEqual([{ lease_owner: null, attempt_count: 0, status: "pending" }]);
+    // Its request was sent and cut: the log shows that attempt, failed, and the delivery goes on.
+    expect(rows).toEqual([{ lease_owner: null, attempt_count: 1, status: "pending" }]);
+    const { rows: logged } = await db.query<{ error: string }>(
+      "SELECT a.error FROM webhooks.attempt a JOIN webhooks.delivery d USING (delivery_id) WHERE d.subscription_id = $1",
+      [stuck.subscriptionId],
+    );
+    expect(logged).toEqual([{ error: "cut short: the sender stopped" }]);
   });
 });
