@@ -290,8 +290,17 @@ export type ClaimedDelivery = {
   attempt: number;
 };
 
-/** The error of an attempt whose sender stopped before it recorded the answer (killed, or lost its lease). */
-const ABANDONED = "no answer recorded: the sender stopped";
+/**
+ * The errors of attempts whose outcome is not known: opened in the log, and their sender stopped
+ * before it recorded an answer (killed, or lost its lease), cut them short at shutdown, or never
+ * sent them. The receiver may have had the request (or, not sent, did not).
+ */
+export const unknownOutcome = {
+  abandoned: "no answer recorded: the sender stopped",
+  cutShort: "cut short: the sender stopped",
+  notSent: "not sent: the sender was stopping",
+} as const;
+const ABANDONED = unknownOutcome.abandoned;
 
 /**
  * SQL that closes the attempts still open (logged before their request, never recorded) of the

@@ -297,7 +297,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
           db,
           owner,
           rows.map((row) => row.delivery_id),
-          "not sent: the sender was stopping",
+          store.unknownOutcome.notSent,
         )
         .catch((err: unknown) =>
           log.error({ err }, "handing back leased deliveries failed; their leases run out instead"),
@@ -346,7 +346,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       // claimed and sent by another replica at the same time.
       await client.destroy();
       log.warn({ deliveries: unfinished.length }, "handing back deliveries still in flight at the end of the drain");
-      await store.releaseDeliveries(db, owner, unfinished, "cut short: the sender stopped").catch((err: unknown) => {
+      await store.releaseDeliveries(db, owner, unfinished, store.unknownOutcome.cutShort).catch((err: unknown) => {
         log.error({ err }, "handing back deliveries failed; their leases run out instead");
       });
     },
