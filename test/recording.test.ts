@@ -469,6 +469,26 @@ describe.each(sharedSystems())("recording lifecycle ($mode mode)", (sys) => {
     }
   });
 
+  it("holds an upload to the size_bytes its first message declared: a stream ending short finishes nothing", async () => {
+    const t = await tenant();
+    const { replayId } = await t.recordingServer();
+    // A recorder that gave up after 3 of 10 bytes, its stream ended as if whole (a grpc-js cancel).
+    const short = rpc.uploadArchive(
+      (async function* () {
+        yield { replayId, sizeBytes: 10n, chunk: Buffer.from("abc") };
+      })(),
+    );
+    expect(await codeOf(short)).toBe("INVALID_ARGUMENT");
+    expect((await signedGet(t, replayId)).body).toMatchObject({ status: "recording" });
+    const whole = await rpc.uploadArchive(
+      (async function* () {
+        yield { replayId, sizeBytes: 6n, chunk: Buffer.from("abc") };
+        yield { chunk: Buffer.from("def") };
+      })(),
+    );
+    expect(whole.sizeBytes).toBe(6n);
+  });
+
   it("finishes with replayctl recording finish --archive FILE; expiry removes the archive", async () => {
     const t = await tenant();
     const { replayId } = await t.recordingServer();

@@ -66,11 +66,14 @@ export const recordingCommands: readonly Command[] = [
       if (v.archive !== undefined) {
         // The archive's size is what is stored: a size of the operator's would contradict it.
         if (v["size-bytes"] !== undefined) throw usageError("--size-bytes and --archive exclude each other");
+        const file = await openArchive(v.archive);
         const res = await c.recording.uploadArchive(
-          archiveMessages(await openArchive(v.archive), {
+          archiveMessages(file, {
             replayId: v.replay,
             endedAt: v["ended-at"] && timestampFromDate(v["ended-at"]),
             formatVersion: v["format-version"],
+            // Declared, so that an upload cut off midway can never finish the replay.
+            sizeBytes: BigInt((await file.stat()).size),
           }),
         );
         return { replayId: res.replayId };

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { type UploadArchiveRequest, UploadArchiveRequestSchema } from "../../gen/replay/replays/v1/recording_pb.js";
-import { ARCHIVE_MAX_BYTES, archiveChunks, archiveKeyOf } from "./archive.js";
+import { ARCHIVE_MAX_BYTES, archiveChunks, archiveKeyOf, declaredSizeOf } from "./archive.js";
 
 const message = (init: Parameters<typeof create<typeof UploadArchiveRequestSchema>>[1]) =>
   create(UploadArchiveRequestSchema, init);
@@ -71,6 +71,44 @@ describe("archive upload rules", () => {
       bytes: 4,
       code: 1, // Code.Canceled
     });
+  });
+
+  it("holds an archive to the size its first message declared: short or over is INVALID_ARGUMENT", async () => {
+    const header = (sizeBytes: bigint) => message({ replayId: "r", chunk: Buffer.from("ab"), sizeBytes });
+    const rest = () => stream(message({ chunk: Buffer.from("cd") }));
+    expect(await drain(archiveChunks(header(4n), rest(), later(), open()))).toEqual({ bytes: 4 });
+    // A recorder that gave up after "ab", its stream ended as if whole.
+    expect(await drain(archiveChunks(header(4n), stream(), later(), open()))).toEqual({
+      bytes: 2,
+      code: "INVALID_ARGUMENT",
+    });
+    // The chunk that passes it is refused before it is stored.
+    expect(await drain(archiveChunks(header(3n), rest(), later(), open()))).toEqual({
+      bytes: 2,
+      code: "INVALID_ARGUMENT",
+    });
+    // It belongs in the first message only.
+    const late = stream(message({ chunk: Buffer.from("cd"), sizeBytes: 4n }));
+    expect(await drain(archiveChunks(header(4n), late, later(), open()))).toEqual({
+      bytes: 2,
+      code: "INVALID_ARGUMENT",
+    });
+  });
+
+  it("refuses a declared size that is negative or over 1 GiB before reading a byte", () => {
+    expect(declaredSizeOf(message({ replayId: "r" }))).toBeUndefined();
+    expect(declaredSizeOf(message({ replayId: "r", sizeBytes: 0n }))).toBe(0);
+    const code = (sizeBytes: bigint) => {
+      try {
+        declaredSizeOf(message({ replayId: "r", sizeBytes }));
+        return "OK";
+      } catch (err) {
+        return (err as { code?: string }).code;
+      }
+    };
+    expect(code(-1n)).toBe("INVALID_ARGUMENT");
+    expect(code(BigInt(ARCHIVE_MAX_BYTES))).toBe("OK");
+    expect(code(BigInt(ARCHIVE_MAX_BYTES) + 1n)).toBe("PAYLOAD_TOO_LARGE");
   });
 
   it("gives up on an upload whose next message does not come before the deadline", async () => {

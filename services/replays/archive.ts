@@ -8,6 +8,14 @@ import { DomainError } from "../../lib/errors.js";
 /** The largest archive an upload may store: 1 GiB (a long HD session's archive is a few hundred MiB). */
 export const ARCHIVE_MAX_BYTES = 1024 ** 3;
 
+/**
+ * How long the end of an upload's stream waits for a reset sent with it (archiveChunks): the two
+ * frames leave a Node client in one go and arrive a few milliseconds apart (3 ms measured on an idle
+ * machine; more on a busy one, or with the gateway's hop between). Once per upload, so cheap. A
+ * recorder that declares size_bytes needs none of it.
+ */
+export const END_GRACE_MS = 50;
+
 /** The longest an upload may last, from its first message to its last byte. */
 export const UPLOAD_MAX_MS = 30 * 60_000;
 
@@ -57,8 +65,11 @@ export async function readArchiveHeader(
  * A stream that ends because the caller went away (`cancelled`: the call's signal, aborted when the
  * client reset the stream or dropped the connection) is no archive (Canceled): a gRPC client's
  * cancel half-closes the stream and resets it at once (grpc-js and Node's http2 both send END_STREAM
- * before RST_STREAM), so the end waits one turn of the event loop for a reset that arrived with it.
- * The finish checks the signal again before it commits (recording.ts).
+ * before RST_STREAM, so does the gateway's forwarder when its caller went away), so the end waits
+ * END_GRACE_MS for a reset that came with it.
+ * The finish checks the signal again before it commits (recording.ts). An archive whose first
+ * message declared its size (size_bytes) must end at exactly that size (INVALID_ARGUMENT): the one
+ * way to tell a cancelled stream from a whole one whatever the reset's timing.
  */
 export async function* archiveChunks(
   header: UploadArchiveRequest,
@@ -66,11 +77,15 @@ export async function* archiveChunks(
   deadlineAt: number,
   cancelled: AbortSignal,
 ): AsyncGenerator<Uint8Array> {
+  const declared = declaredSizeOf(header);
   let sizeBytes = 0;
   const counted = (chunk: Uint8Array) => {
     sizeBytes += chunk.length;
     if (sizeBytes > ARCHIVE_MAX_BYTES) {
       throw new DomainError("PAYLOAD_TOO_LARGE", `an archive may hold at most ${ARCHIVE_MAX_BYTES} bytes`);
+    }
+    if (declared !== undefined && sizeBytes > declared) {
+      throw new DomainError("INVALID_ARGUMENT", `the archive passes the ${declared} bytes its size_bytes declared`);
     }
     return chunk;
   };
@@ -78,15 +93,26 @@ export async function* archiveChunks(
   for (;;) {
     const next = await nextBefore(rest, deadlineAt);
     if (next.done) {
-      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setTimeout(resolve, END_GRACE_MS));
       throwIfCancelled(cancelled);
+      if (declared !== undefined && sizeBytes !== declared) {
+        throw new DomainError(
+          "INVALID_ARGUMENT",
+          `the archive ended after ${sizeBytes} of the ${declared} bytes its size_bytes declared`,
+        );
+      }
       return;
     }
     const message = next.value;
-    if (message.replayId !== "" || message.endedAt !== undefined || message.formatVersion !== undefined) {
+    if (
+      message.replayId !== "" ||
+      message.endedAt !== undefined ||
+      message.formatVersion !== undefined ||
+      message.sizeBytes !== undefined
+    ) {
       throw new DomainError(
         "INVALID_ARGUMENT",
-        "replay_id, ended_at and format_version belong in the first message only",
+        "replay_id, ended_at, format_version and size_bytes belong in the first message only",
       );
     }
     if (message.chunk.length > 0) yield counted(message.chunk);
@@ -96,4 +122,18 @@ export async function* archiveChunks(
 /** Refuses to go on with an upload whose caller went away (archiveChunks): its end was no end. */
 export function throwIfCancelled(cancelled: AbortSignal): void {
   if (cancelled.aborted) throw new ConnectError("the upload was cancelled before its end", Code.Canceled);
+}
+
+/**
+ * The archive size the first message declared (size_bytes), checked before any byte is read or
+ * stored: not negative, and within ARCHIVE_MAX_BYTES; undefined when it declared none.
+ */
+export function declaredSizeOf(header: UploadArchiveRequest): number | undefined {
+  const declared = header.sizeBytes;
+  if (declared === undefined) return undefined;
+  if (declared < 0n) throw new DomainError("INVALID_ARGUMENT", "size_bytes may not be negative");
+  if (declared > BigInt(ARCHIVE_MAX_BYTES)) {
+    throw new DomainError("PAYLOAD_TOO_LARGE", `an archive may hold at most ${ARCHIVE_MAX_BYTES} bytes`);
+  }
+  return Number(declared);
 }

@@ -16,6 +16,7 @@ import { traceLogFields } from "../../lib/trace.js";
 import {
   archiveChunks,
   archiveKeyOf,
+  declaredSizeOf,
   readArchiveHeader,
   throwIfCancelled,
   UPLOAD_ABANDON_MS,
@@ -230,6 +231,7 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       const header = await readArchiveHeader(messages, deadlineAt);
       const replayId = parseReplayId(header?.replayId ?? "");
       if (!header) throw new Error("unreachable: an empty stream names no replay");
+      declaredSizeOf(header);
       const endedAt = dateOf(header.endedAt, deps.now());
       const formatVersion = header.formatVersion ?? 1;
       const finish = (row: ReplayRow): Action => ({ kind: "finish", startedAt: row.started_at, endedAt });

@@ -172,7 +172,10 @@ function uploadArchive(
       { deadline: Date.now() + 30_000 },
       (err, res) => (err ? reject(err) : resolve(res)),
     );
-    call.write(create(UploadArchiveRequestSchema, header));
+    // The whole archive's size declared, as a recorder should: a stream that ends short of it
+    // (this client's cancel half-closes before it resets) can never finish the replay.
+    const sizeBytes = BigInt(chunks.reduce((n, c) => n + c.length, 0));
+    call.write(create(UploadArchiveRequestSchema, { ...header, sizeBytes }));
     const sent = cancelAfterChunks === undefined ? chunks : chunks.slice(0, cancelAfterChunks);
     for (const chunk of sent) call.write(create(UploadArchiveRequestSchema, { chunk }));
     if (cancelAfterChunks === undefined) call.end();
