@@ -92,9 +92,19 @@ async function session(d: SessionDeps): Promise<boolean> {
   const replayId = (started.value as { replayId: string }).replayId;
   const replay: ReplayModel = { replayId, tenantId: t.tenantId, serverId, ops: { start: "ok" } };
   model.replays.set(replayId, replay);
+  // Every try is noted, not the last only: a delete whose first try's answer was lost and whose
+  // retry found the replay gone (404) may have happened (the model merges: ok, unknown, refused).
   const step = async (op: Op, call: () => Promise<Result<unknown>>) => {
-    const r = await retrying(call, transient, 3, 500);
-    model.note(replay, op, r.outcome);
+    const r = await retrying(
+      async () => {
+        const tried = await call();
+        model.note(replay, op, tried.outcome);
+        return tried;
+      },
+      transient,
+      3,
+      500,
+    );
     return r.outcome;
   };
 
