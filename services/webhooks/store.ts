@@ -302,17 +302,6 @@ export const unknownOutcome = {
 } as const;
 const ABANDONED = unknownOutcome.abandoned;
 
-/**
- * SQL that closes the attempts still open (logged before their request, never recorded) of the
- * deliveries `deliveryIds` selects, as failed with `error`: their request may have reached the
- * receiver, so they stay in the log. Their duration is until they were found open.
- */
-function closeOpenAttempts(deliveryIds: string, error: string): string {
-  return `UPDATE webhooks.attempt
-        SET duration_ms = GREATEST((EXTRACT(EPOCH FROM (now() - started_at)) * 1000)::int, 0),
-            error = '${error}'
-      WHERE delivery_id IN (${deliveryIds}) AND duration_ms IS NULL`;
-}
 
 /**
  * Claims due deliveries for one attempt each under a lease (lib/worker/lease.ts's rules, with a
@@ -325,7 +314,7 @@ function closeOpenAttempts(deliveryIds: string, error: string): string {
  * statement anew at every claim (the same plan either way; see updateServersSeen in the servers
  * store). Hidden, the prepared statement settles on its generic plan. Each claim opens its attempt in
  * the log (numbered from the delivery's count) before the request is sent, and closes as abandoned
- * an attempt a previous holder left open.
+ * the one before it if a previous holder left it open (each claim does, so no older one is open).
  */
 export async function claimDeliveries(
   q: Queryable,
@@ -365,7 +354,10 @@ export async function claimDeliveries(
         RETURNING d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, picked.url, picked.secret,
                   d.manual_queued > 0 AS manual, d.automatic_attempts, d.traceparent, d.attempt_count AS attempt
      ), abandoned AS (
-       ${closeOpenAttempts("SELECT delivery_id FROM d", ABANDONED)}
+       UPDATE webhooks.attempt AS a
+          SET duration_ms = GREATEST((EXTRACT(EPOCH FROM (now() - a.started_at)) * 1000)::int, 0), error = '${ABANDONED}'
+         FROM d
+        WHERE a.delivery_id = d.delivery_id AND a.attempt = d.attempt - 1 AND a.duration_ms IS NULL
      ), opened AS (
        INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at)
        SELECT delivery_id, attempt, CASE WHEN manual THEN 'manual' ELSE 'automatic' END, now() FROM d
