@@ -302,7 +302,6 @@ export const unknownOutcome = {
 } as const;
 const ABANDONED = unknownOutcome.abandoned;
 
-
 /**
  * Claims due deliveries for one attempt each under a lease (lib/worker/lease.ts's rules, with a
  * per-subscription cap): at most `limit` in all, soonest due first, and at most `perSubscription`
