@@ -44,7 +44,8 @@ export function natsServer(binary: string, port: number, storeDir: string, extra
   };
 }
 
-function accepts(port: number): Promise<boolean> {
+/** Whether something accepts a TCP connection on the loopback port. */
+export function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ host: "127.0.0.1", port });
     socket.once("connect", () => {

@@ -1,11 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { freePorts } from "../free-port.js";
-import { natsServer, natsServerBinary } from "../nats-server.js";
+import { accepts, natsServer, natsServerBinary } from "../nats-server.js";
 import { createDatabase } from "../system.js";
 import { createSupervisor, type Death, type Supervisor } from "./supervisor.js";
 import { startTcpProxy, type TcpProxy } from "./tcp-proxy.js";
@@ -197,14 +196,3 @@ const tails = (supervisor: Supervisor) =>
     .names()
     .map((n) => `--- ${n}\n${supervisor.tail(n)}`)
     .join("\n");
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: "127.0.0.1", port });
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-  });
-}

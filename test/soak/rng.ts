@@ -1,3 +1,5 @@
+import { createPrng } from "../hostile/prng.js";
+
 /**
  * A seeded random source (mulberry32), so that a run's load and fault schedule can be replayed
  * from its seed. Each user takes its own stream (`fork`), so that one part drawing more numbers
@@ -13,14 +15,7 @@ export type Rng = {
 };
 
 export function createRng(seed: number): Rng {
-  let state = seed >>> 0;
-  const next = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const { next } = createPrng(seed);
   return {
     next,
     int: (min, max) => min + Math.floor(next() * (max - min + 1)),

@@ -1,3 +1,4 @@
+import { WEBHOOK_EVENTS } from "../../lib/vocabulary.js";
 import { provisionTenant } from "../http.js";
 import { adminClient, type SystemHandle } from "../system.js";
 import type { Api, Tenant } from "./api.js";
@@ -7,16 +8,7 @@ import type { Rng } from "./rng.js";
 
 /** Subscriptions a tenant may hold; together they cover every event the replays service emits. */
 const subscriptionSets: string[][] = [
-  [
-    "collection.finalized",
-    "collection.released",
-    "collection.revoked",
-    "asset.processing",
-    "asset.ready",
-    "asset.failed",
-    "asset.expired",
-    "asset.deleted",
-  ],
+  [...WEBHOOK_EVENTS],
   ["collection.finalized", "collection.released", "collection.revoked"],
   ["asset.processing", "asset.ready", "asset.failed"],
 ];
