@@ -4,11 +4,19 @@ import { start as startGateway } from "./gateway/main.js";
 // The only process entry (STYLE.md §9): reads the configuration, owns signals and the exit code,
 // and starts all five parts in one process (no argument) or one part of the distributed
 // deployment (`node dist/start.js <gateway|markers|servers|replays|webhooks>`).
-import { type Config, ConfigError, loadConfig, type ProcessName, processNames, serviceNames } from "./lib/config.js";
+import {
+  type Config,
+  ConfigError,
+  loadConfig,
+  type ProcessName,
+  processNames,
+  serviceNames,
+  servicePortVariable,
+} from "./lib/config.js";
 import { configureLogging, logger } from "./lib/log.js";
 import { startOtelExport } from "./lib/otel.js";
 import { openPlatform, type Platform } from "./lib/platform.js";
-import { asPortError, checkPortsFree, PortError, plannedListeners } from "./lib/ports.js";
+import { asPortError, checkPortsFree, EMBEDDED_SERVICE_HOST, PortError, plannedListeners } from "./lib/ports.js";
 import type { Running } from "./lib/service-host.js";
 import { start as startMarkers } from "./services/markers/main.js";
 import { start as startReplays } from "./services/replays/main.js";
@@ -112,9 +120,19 @@ function onParentExit(fn: () => void): void {
  * banner for the person who started it goes to stderr, so that stdout stays pure JSON log lines.
  */
 async function startAll(config: Config, platform: Platform): Promise<Running[]> {
-  // The services listen on loopback ports of their own choosing; the gateway is told where.
-  const internal: Config = { ...config, http: { ...config.http, port: 0, internalHost: "127.0.0.1" } };
-  const started = await Promise.all(serviceNames.map((service) => services[service](internal, platform)));
+  // Each service on its own loopback port (MARKERS_PORT, ...: fixed by default, so that a gRPC
+  // client can call it straight, not through the gateway's forwarder); the gateway is told where.
+  const started = await Promise.all(
+    serviceNames.map((service) =>
+      services[service](
+        {
+          ...config,
+          http: { ...config.http, port: config.http.servicePorts[service], internalHost: EMBEDDED_SERVICE_HOST },
+        },
+        platform,
+      ),
+    ),
+  );
   const serviceUrls = Object.fromEntries(
     serviceNames.map((service, i) => [service, started[i]?.url as string]),
   ) as Record<(typeof serviceNames)[number], string>;
@@ -124,6 +142,11 @@ async function startAll(config: Config, platform: Platform): Promise<Running[]> 
   );
   process.stderr.write(
     `  gateway:      ${gateway.bound.public}\n  internal API: ${gateway.bound.internal} (REPLAYCTL_URL)\n`,
+  );
+  process.stderr.write(
+    `  services (gRPC, Connect; docs/grpc-clients.md):\n${serviceNames
+      .map((service, i) => `    ${`${service}:`.padEnd(13)} ${started[i]?.url} (${servicePortVariable(service)})\n`)
+      .join("")}`,
   );
   if (gateway.fresh) {
     const dev = await createDevTenant(gateway.internalUrl, config.internal.token);

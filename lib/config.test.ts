@@ -57,6 +57,17 @@ describe("loadConfig", () => {
     );
   });
 
+  it("gives the embedded mode's services fixed ports, 9091-9094 as the distributed defaults, each settable (0: any free port)", () => {
+    expect(loadConfig({}).http.servicePorts).toEqual({ markers: 9091, servers: 9092, replays: 9093, webhooks: 9094 });
+    expect(loadConfig({ SERVERS_PORT: "7000", MARKERS_PORT: "0" }).http.servicePorts).toMatchObject({
+      markers: 0,
+      servers: 7000,
+    });
+    expect(() => loadConfig({ WEBHOOKS_PORT: "65536" })).toThrow(
+      /WEBHOOKS_PORT must be a whole number from 0 to 65535, got "65536"/,
+    );
+  });
+
   it("reports every bad value at once, one line each", () => {
     const bad = {
       PORT: "eighty",

@@ -9,7 +9,11 @@ export type ProcessName = (typeof processNames)[number];
 export type ServiceName = Exclude<ProcessName, "gateway">;
 export const serviceNames: readonly ServiceName[] = ["markers", "servers", "replays", "webhooks"];
 
-/** Each service's own port when PORT is unset, so five local processes need no settings. */
+/**
+ * Each service's own port: its process's PORT when unset (distributed mode), and where the embedded
+ * mode's services listen on loopback unless MARKERS_PORT, SERVERS_PORT, REPLAYS_PORT or
+ * WEBHOOKS_PORT says otherwise, so that a gRPC client finds them without reading log lines.
+ */
 export const defaultServicePorts: Record<ServiceName, number> = {
   markers: 9091,
   servers: 9092,
@@ -24,7 +28,17 @@ export type Config = Readonly<{
    * `host` is where the gateway's public port listens (HOST); `internalHost` where the internal admin
    * API and the services listen (INTERNAL_HOST). Both are loopback unless widened on purpose.
    */
-  http: Readonly<{ port: number | undefined; internalPort: number; host: string; internalHost: string }>;
+  /**
+   * `servicePorts`: where the embedded mode's four services listen on loopback (`<NAME>_PORT`,
+   * 0 = any free port); a service process on its own listens on `port` instead.
+   */
+  http: Readonly<{
+    port: number | undefined;
+    internalPort: number;
+    host: string;
+    internalHost: string;
+    servicePorts: Readonly<Record<ServiceName, number>>;
+  }>;
   /**
    * `template` is the embedded mode's initdb template cache (EMBEDDED_TEMPLATE_DIR, by default
    * inside this package; undefined when set to `off`), which a new DATA_DIR is copied from.
@@ -198,6 +212,11 @@ export function loadConfig(
     problems.push(`NATS_URL must be set to run the ${processName} process on its own (distributed mode)`);
   }
 
+  const servicePorts = {} as Record<ServiceName, number>;
+  for (const name of serviceNames) {
+    servicePorts[name] = integer(servicePortVariable(name), defaultServicePorts[name], 0, 65535);
+  }
+
   const serviceUrls = {} as Record<ServiceName, string>;
   for (const name of serviceNames) {
     const variable = `${name.toUpperCase()}_URL`;
@@ -275,6 +294,7 @@ export function loadConfig(
       internalPort,
       host: value("HOST") ?? "127.0.0.1",
       internalHost,
+      servicePorts,
     },
     db: {
       url: dbUrl,
@@ -311,6 +331,11 @@ export function loadConfig(
     throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
   }
   return deepFreeze(config);
+}
+
+/** The variable that sets where the embedded mode's `service` listens: MARKERS_PORT, SERVERS_PORT, ... */
+export function servicePortVariable(service: ServiceName): string {
+  return `${service.toUpperCase()}_PORT`;
 }
 
 const MIN_SECRET_LENGTH = 32;

@@ -1,5 +1,5 @@
 import { createServer, type Server } from "node:net";
-import type { Config, ProcessName } from "./config.js";
+import { type Config, type ProcessName, serviceNames, servicePortVariable } from "./config.js";
 
 /** A fixed port the process will listen on, with the variables that set it (named in messages). */
 export type Listener = { port: number; host: string; portVariable: string; hostVariable: string };
@@ -9,9 +9,13 @@ export class PortError extends Error {
   override name = "PortError";
 }
 
+/** Where the embedded mode's services listen: loopback, whatever INTERNAL_HOST says. */
+export const EMBEDDED_SERVICE_HOST = "127.0.0.1";
+
 /**
  * The fixed ports a process will listen on: the gateway's public and internal ports (all-in-one or
- * gateway alone), or a service's own port. Ports chosen by the OS (0, the embedded services') are left out.
+ * gateway alone) and, all-in-one, the four services' (MARKERS_PORT, ...); or a service's own port.
+ * Ports chosen by the OS (0) are left out.
  */
 export function plannedListeners(config: Config, processName: ProcessName | undefined): Listener[] {
   const { http } = config;
@@ -25,6 +29,14 @@ export function plannedListeners(config: Config, processName: ProcessName | unde
             portVariable: "INTERNAL_PORT",
             hostVariable: "INTERNAL_HOST",
           },
+          ...(processName === undefined
+            ? serviceNames.map((service) => ({
+                port: http.servicePorts[service],
+                host: EMBEDDED_SERVICE_HOST,
+                portVariable: servicePortVariable(service),
+                hostVariable: "the embedded services' host",
+              }))
+            : []),
         ]
       : [{ port: http.port ?? 0, host: http.internalHost, portVariable: "PORT", hostVariable: "INTERNAL_HOST" }];
   return listeners.filter((listener) => listener.port !== 0);

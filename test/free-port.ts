@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
+import { type ServiceName, serviceNames, servicePortVariable } from "../lib/config.js";
 
 /**
  * The first port of the kernel's ephemeral range (outgoing connections' local ports). A port the
@@ -46,4 +47,20 @@ export async function freePorts(count: number): Promise<number[]> {
   } finally {
     await Promise.all(held.map((server) => new Promise((resolve) => server.close(resolve))));
   }
+}
+
+/**
+ * MARKERS_PORT, SERVERS_PORT, REPLAYS_PORT and WEBHOOKS_PORT set to free ports, for an embedded
+ * system started beside others: on their defaults (9091-9094) two would meet. Returns the variables
+ * and the URL of each service's own port.
+ */
+export async function freeServicePorts(): Promise<{ env: Record<string, string>; urls: Record<ServiceName, string> }> {
+  const ports = await freePorts(serviceNames.length);
+  return {
+    env: Object.fromEntries(serviceNames.map((service, i) => [servicePortVariable(service), String(ports[i])])),
+    urls: Object.fromEntries(serviceNames.map((service, i) => [service, `http://127.0.0.1:${ports[i]}`])) as Record<
+      ServiceName,
+      string
+    >,
+  };
 }

@@ -133,6 +133,7 @@ function describeSystem(sys: System): SharedSystemInfo {
     internalUrl: sys.internalUrl,
     databaseUrl: sys.databaseUrl,
     serviceUrls: sys.serviceUrls,
+    ownServiceUrls: sys.ownServiceUrls,
     natsNamespace: sys.natsNamespace,
     blobDir: sys.blobDir,
   };

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it, onTestFinished } from "vitest";
-import { freePorts } from "./free-port.js";
+import { freePorts, freeServicePorts } from "./free-port.js";
 import { pollUntil } from "./poll.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -57,11 +57,19 @@ describe.skipIf(process.platform !== "linux")("npm start (Linux: reads /proc)", 
   it("stops the system, freeing its ports and DATA_DIR's lock, when npm itself gets SIGTERM", async () => {
     const dataDir = await mkdtemp(join(tmpdir(), "replay-npm-start-"));
     const [port, internalPort] = (await freePorts(2)) as [number, number];
+    const services = await freeServicePorts();
     // The embedded default, as a user starts it: without the distributed mode's variables.
     const { DATABASE_URL: _db, NATS_URL: _nats, NATS_NAMESPACE: _ns, ...env } = process.env;
     const npm = spawn("npm", ["start"], {
       cwd: root,
-      env: { ...env, PORT: String(port), INTERNAL_PORT: String(internalPort), DATA_DIR: dataDir, LOG_LEVEL: "info" },
+      env: {
+        ...env,
+        PORT: String(port),
+        INTERNAL_PORT: String(internalPort),
+        ...services.env,
+        DATA_DIR: dataDir,
+        LOG_LEVEL: "info",
+      },
       stdio: ["ignore", "pipe", "pipe"],
     });
     const output: string[] = [];
@@ -104,6 +112,7 @@ describe.skipIf(process.platform !== "linux")("npm start (Linux: reads /proc)", 
       throw new Error(`${(err as Error).message}\n${output.join("")}`);
     });
     expect(await portFree(internalPort)).toBe(true);
+    for (const url of Object.values(services.urls)) expect(await portFree(Number(new URL(url).port))).toBe(true);
     // It drained as on its own SIGTERM (operations.md: stop accepting, drain, exit 0), not killed.
     expect(output.join("")).toMatch(/"msg":"draining"/);
     expect(output.join(""), "no error or fatal line while stopping").not.toMatch(/"level":(50|60)/);

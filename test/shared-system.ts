@@ -8,6 +8,7 @@ export type SharedSystemInfo = {
   internalUrl: string;
   databaseUrl: string | undefined;
   serviceUrls: Record<string, string> | undefined;
+  ownServiceUrls: Record<string, string>;
   natsNamespace: string | undefined;
   blobDir: string;
 };

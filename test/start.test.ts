@@ -9,8 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it, onTestFinished } from "vitest";
+import { serviceNames, servicePortVariable } from "../lib/config.js";
 import { defaultTemplateDir, ensureTemplate, templatePath } from "../lib/db/embedded-template.js";
-import { freePorts } from "./free-port.js";
+import { freePorts, freeServicePorts } from "./free-port.js";
 import { pollUntil } from "./poll.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/");
@@ -18,10 +19,13 @@ const entry = join(root, "dist", "start.js");
 
 type Started = { child: ChildProcess; stdout: () => string; stderr: () => string; exited: Promise<number | null> };
 
+/** The embedded services on ports of the OS's choosing unless a test names them: on their defaults, starts side by side would meet. */
+const anyServicePorts = Object.fromEntries(serviceNames.map((service) => [servicePortVariable(service), "0"]));
+
 function start(args: string[], env: Record<string, string>): Started {
   const child = spawn(process.execPath, [entry, ...args], {
     cwd: root,
-    env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "info", ...env },
+    env: { PATH: process.env.PATH ?? "", LOG_LEVEL: "info", ...(args.length === 0 ? anyServicePorts : {}), ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const out: string[] = [];
@@ -93,10 +97,39 @@ describe("start-up", () => {
     expect(readdirSync(dataDir)).toEqual([]);
 
     const [freePort] = (await freePorts(1)) as [number];
-    const started = start([], { ...env, PORT: String(freePort) });
+    // Issue 29: the four services on the ports their variables name, printed in the banner.
+    const services = await freeServicePorts();
+    const started = start([], { ...env, PORT: String(freePort), ...services.env });
     await ready(started, freePort);
+    for (const service of serviceNames) {
+      const line = new RegExp(`^ +${service}: +${services.urls[service]} \\(${servicePortVariable(service)}\\)$`, "m");
+      expect(started.stderr()).toMatch(line);
+      const health = await fetch(`${services.urls[service]}/grpc.health.v1.Health/Check`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{}",
+      });
+      expect(await health.json()).toEqual({ status: "SERVING" });
+    }
     expect(await stop(started)).toBe(0);
   }, 90_000);
+
+  it("refuses a busy service port in one stderr line naming its variable, before creating the database", async () => {
+    const dataDir = await tempDir("replay-start-");
+    const [port, internalPort, servers] = (await freePorts(3)) as [number, number, number];
+    await occupy(servers);
+    const refused = start([], {
+      PORT: String(port),
+      INTERNAL_PORT: String(internalPort),
+      DATA_DIR: dataDir,
+      SERVERS_PORT: String(servers),
+    });
+    expect(await refused.exited).toBe(1);
+    expect(refused.stderr().trim()).toBe(
+      `port ${servers} on 127.0.0.1 (SERVERS_PORT) is already in use: stop what listens there, or set SERVERS_PORT to a free port`,
+    );
+    expect(readdirSync(dataDir)).toEqual([]);
+  });
 
   it("names INTERNAL_PORT when the internal port is the busy one, and refuses PORT and INTERNAL_PORT set to one port", async () => {
     const dataDir = await tempDir("replay-start-");

@@ -10,7 +10,7 @@ import pg from "pg";
 import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
 import { deleteNamespaceStreams } from "../lib/bus/_testing.js";
 import { internalTokenInterceptor } from "../lib/rpc/internal-token.js";
-import { freePorts } from "./free-port.js";
+import { freePorts, freeServicePorts } from "./free-port.js";
 
 /**
  * The end-to-end harness: boots the real system from the compiled entry (`dist/start.js`, built by
@@ -29,6 +29,7 @@ export type SystemHandle = Pick<
   | "internalUrl"
   | "databaseUrl"
   | "serviceUrls"
+  | "ownServiceUrls"
   | "natsNamespace"
   | "admin"
   | "blobDir"
@@ -45,6 +46,11 @@ export type System = {
   databaseUrl: string | undefined;
   /** Distributed mode: each service's own address, and the NATS namespace the system publishes under. */
   serviceUrls: Record<string, string> | undefined;
+  /**
+   * Each service's own port in both modes (embedded: MARKERS_PORT, ... as the harness chose them),
+   * for clients that call a service straight rather than through the gateway's internal port.
+   */
+  ownServiceUrls: Record<string, string>;
   natsNamespace: string | undefined;
   /** The directory of the system's blob store (replay archives), for tests that look at what it holds. */
   blobDir: string;
@@ -168,6 +174,7 @@ function system(
   blobDir: string,
   procs: Proc[],
   cleanup: () => Promise<void>,
+  ownServiceUrls: Record<string, string>,
   distributed?: { databaseUrl: string; serviceUrls: Record<string, string>; natsNamespace: string },
   internalToken?: string,
 ): System {
@@ -185,6 +192,7 @@ function system(
     internalUrl,
     databaseUrl: distributed?.databaseUrl,
     serviceUrls: distributed?.serviceUrls,
+    ownServiceUrls,
     natsNamespace: distributed?.natsNamespace,
     blobDir,
     admin: adminClient(internalUrl, internalToken),
@@ -217,10 +225,12 @@ function system(
 export async function startEmbeddedSystem(env: Record<string, string> = {}): Promise<System> {
   const dataDir = await mkdtemp(join(tmpdir(), "replay-e2e-"));
   const [port, internalPort] = await freePorts(2);
+  const services = await freeServicePorts();
   const proc = launch("embedded", [], {
     PORT: String(port),
     INTERNAL_PORT: String(internalPort),
     DATA_DIR: dataDir,
+    ...services.env,
     ...env,
   });
   const baseUrl = `http://127.0.0.1:${port}`;
@@ -234,7 +244,17 @@ export async function startEmbeddedSystem(env: Record<string, string> = {}): Pro
   }
   const internalUrl = `http://127.0.0.1:${internalPort}`;
   const blobDir = env.BLOB_URL ? fileURLToPath(env.BLOB_URL) : join(env.DATA_DIR ?? dataDir, "blobs");
-  return system("embedded", [baseUrl], internalUrl, blobDir, [proc], cleanup, undefined, env.INTERNAL_TOKEN);
+  return system(
+    "embedded",
+    [baseUrl],
+    internalUrl,
+    blobDir,
+    [proc],
+    cleanup,
+    services.urls,
+    undefined,
+    env.INTERNAL_TOKEN,
+  );
 }
 
 /** A fresh database beside DATABASE_URL's, so each system starts from empty schemas. */
@@ -336,6 +356,7 @@ export async function startDistributedSystem({
     fileURLToPath(shared.BLOB_URL),
     procs,
     cleanup,
+    serviceUrls,
     {
       databaseUrl: database.url,
       serviceUrls,

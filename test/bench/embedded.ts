@@ -10,7 +10,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { defaultTemplateDir, ensureTemplate } from "../../lib/db/embedded-template.js";
-import { freePorts } from "../free-port.js";
+import { freePorts, freeServicePorts } from "../free-port.js";
 import { childEnv } from "./env.js";
 import { processCpuMs, processPeakRssMb } from "./proc.js";
 import { formatTable, repoRoot, round, writeResults } from "./report.js";
@@ -157,6 +157,7 @@ async function measureStart(
       LOG_LEVEL: "info",
       PORT: String(port),
       INTERNAL_PORT: String(internalPort),
+      ...(await freeServicePorts()).env,
       DATA_DIR: dataDir,
       ...env,
     },
