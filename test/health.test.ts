@@ -18,27 +18,22 @@ const served: Record<string, string[]> = {
   webhooks: [WebhooksService.typeName],
 };
 
-// The embedded mode keeps its services on loopback ports it does not publish; the distributed one
-// gives each its own address, which is what the probes call.
-const sys = sharedSystems().find((shared) => shared.mode === "distributed");
+// Both modes give each service a port of its own (the embedded one since issue 29: MARKERS_PORT, ...),
+// which is what the probes and a gRPC client call.
+describe.each(sharedSystems())("grpc.health.v1 on every service ($mode mode)", (sys) => {
+  const serviceUrls = sys.ownServiceUrls;
 
-describe.skipIf(!sys)(
-  "grpc.health.v1 on every service (distributed mode; skipped: no distributed system in this run)",
-  () => {
-    const serviceUrls = sys?.serviceUrls ?? {};
-
-    it("answers SERVING for the process and for each service it serves, over the gRPC protocol", async () => {
-      for (const [name, services] of Object.entries(served)) {
-        const health = createClient(Health, createGrpcTransport({ baseUrl: serviceUrls[name] as string }));
-        for (const service of ["", ...services]) {
-          expect((await health.check({ service })).status, `${name} ${service}`).toBe(Status.SERVING);
-        }
+  it("answers SERVING for the process and for each service it serves, over the gRPC protocol", async () => {
+    for (const [name, services] of Object.entries(served)) {
+      const health = createClient(Health, createGrpcTransport({ baseUrl: serviceUrls[name] as string }));
+      for (const service of ["", ...services]) {
+        expect((await health.check({ service })).status, `${name} ${service}`).toBe(Status.SERVING);
       }
-    });
+    }
+  });
 
-    it("answers NOT_FOUND for a service the process does not serve", async () => {
-      const health = createClient(Health, createGrpcTransport({ baseUrl: serviceUrls.servers as string }));
-      await expect(health.check({ service: MarkersService.typeName })).rejects.toMatchObject({ code: 5 });
-    });
-  },
-);
+  it("answers NOT_FOUND for a service the process does not serve", async () => {
+    const health = createClient(Health, createGrpcTransport({ baseUrl: serviceUrls.servers as string }));
+    await expect(health.check({ service: MarkersService.typeName })).rejects.toMatchObject({ code: 5 });
+  });
+});

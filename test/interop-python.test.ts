@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provisionTenant } from "./http.js";
+import { pendingFixes } from "./interop/pending-fixes.js";
 import { sharedSystems } from "./shared-system.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/");
@@ -22,18 +23,6 @@ const SUITE_TIMEOUT_MS = 240_000;
 const names = [
   ...readFileSync(join(suiteDir, "test_interop.py"), "utf8").matchAll(/^ {4}def (test_\w+)\(self\)/gm),
 ].map((m) => m[1] as string);
-
-/**
- * Issue 29's points 1-4, fixed on other branches while this suite was written: asserted here as the
- * correct behaviour, and expected to fail until those fixes are merged. A listed test that passes
- * fails the run (it.fails): take its name out then.
- */
-const expectedFailing = new Set([
-  "test_point1_a_metadata_value_over_64_kib_is_resource_exhausted_at_once",
-  "test_point2_a_gzip_channel_works_on_every_port",
-  "test_point3_an_unknown_method_is_unimplemented_with_grpc_status",
-  "test_point4_health_on_the_gateway_internal_port_names_every_service_it_serves",
-]);
 
 type Outcome = { test: string; outcome: "passed" | "failed"; seconds: number; message: string };
 
@@ -86,7 +75,7 @@ describe.each(sharedSystems())("Python gRPC (C-core) against the $mode system", 
   }, SUITE_TIMEOUT_MS + 30_000);
 
   for (const name of names) {
-    (expectedFailing.has(name) ? it.fails : it)(name, () => {
+    (pendingFixes.has(name) ? it.fails : it)(name, () => {
       const outcome = outcomes.get(name);
       expect(outcome, `no outcome for ${name}; the suite printed:\n${output}`).toBeDefined();
       expect(outcome?.outcome, outcome?.message).toBe("passed");
