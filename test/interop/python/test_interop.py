@@ -246,7 +246,7 @@ class Interop(unittest.TestCase):
 
             ch = channel(port)
             rpc = protos.method(ch, RECORDING, "UploadArchive")
-            future = rpc.future(messages(), timeout=3 if end == "deadline" else 60)
+            future = rpc.future(messages(), timeout=4 if end == "deadline" else 60)
 
             def finish():
                 if end == "cancel":
@@ -267,6 +267,9 @@ class Interop(unittest.TestCase):
             )
         finally:
             release.set()
+            if end == "kill" and child.poll() is None:
+                child.kill()
+                child.wait()
         res = upload(port, archive_messages(replay_id, [b"abc"]))
         self.assertEqual((res.replay_id, res.size_bytes), (replay_id, 3), f"{end} on {port}")
 
