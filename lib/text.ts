@@ -22,6 +22,16 @@ export function hasNul(text: string): boolean {
   return text.includes("\u0000");
 }
 
+const loneSurrogate = /\p{Cs}/u;
+
+/**
+ * True when `text` holds a lone surrogate (U+D800 to U+DFFF not in a pair): JSON can spell one
+ * ("\ud800"), but it is no character, and encoding it as UTF-8 turns it into U+FFFD.
+ */
+export function hasLoneSurrogate(text: string): boolean {
+  return loneSurrogate.test(text);
+}
+
 /** How many code points `text` holds (decisions.md §1 counts lengths so, not in UTF-16 units). */
 export function codePointLength(text: string): number {
   let count = 0;

@@ -1,5 +1,5 @@
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { hasNul } from "../../lib/text.js";
+import { hasLoneSurrogate, hasNul } from "../../lib/text.js";
 import { timestampIso } from "../../lib/timestamp-iso.js";
 
 /** RFC 3339 UTC with millisecond precision and a Z suffix, or null when unset (decisions.md §1). */
@@ -9,10 +9,12 @@ export function isoOrNull(ts: Timestamp | undefined): string | null {
 
 /**
  * Reads an optional string field of a JSON body for an RPC request: absent or null is "" (unset);
- * any other non-string JSON type, or a string holding U+0000, is recorded in `malformed` so the
- * service refuses that field with its own code at its turn in the validation order. (No contract
- * field can hold U+0000: Postgres cannot store it, and the services refuse it generically as
- * INVALID_ARGUMENT, so the gateway must not forward one where the field has a code of its own.)
+ * any other non-string JSON type, or a string holding U+0000 or a lone surrogate, is recorded in
+ * `malformed` so the service refuses that field with its own code at its turn in the validation
+ * order. (No contract field can hold U+0000: Postgres cannot store it, and the services refuse it
+ * generically as INVALID_ARGUMENT, so the gateway must not forward one where the field has a code
+ * of its own. A lone surrogate, JSON's "\ud800", is no character at all: protobuf's UTF-8 would
+ * store it as U+FFFD, a text the client never sent.)
  */
 export function stringField(body: Record<string, unknown>, field: string, malformed: string[]): string {
   return optionalStringField(body, field, malformed) ?? "";
@@ -26,22 +28,70 @@ export function optionalStringField(
 ): string | undefined {
   const value = body[field];
   if (value === undefined || value === null) return undefined;
-  if (typeof value === "string" && !hasNul(value)) return value;
+  if (typeof value === "string" && !hasNul(value) && !hasLoneSurrogate(value)) return value;
   malformed.push(field);
   return undefined;
 }
 
 /**
  * A JSON value as canonical text: object keys sorted at every level, no white space. Two bodies that
- * parse to the same value (key order, spacing, `1e3` and `1000`) give the same text.
+ * parse to the same value (key order, spacing, `1e3` and `1000`) give the same text. Iterative, with
+ * its own stack of pieces still to write: no depth of nesting can overflow the call stack.
  */
 export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (value !== null && typeof value === "object") {
-    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  const out: string[] = [];
+  // A piece is a value still to write, or text (a separator or a closing bracket) to write as it is.
+  const todo: ({ value: unknown } | string)[] = [{ value }];
+  for (let piece = todo.pop(); piece !== undefined; piece = todo.pop()) {
+    if (typeof piece === "string") {
+      out.push(piece);
+      continue;
+    }
+    const current = piece.value;
+    if (Array.isArray(current)) {
+      out.push("[");
+      todo.push("]");
+      for (let i = current.length - 1; i >= 0; i--) {
+        todo.push({ value: current[i] });
+        if (i > 0) todo.push(",");
+      }
+    } else if (current !== null && typeof current === "object") {
+      const entries = Object.entries(current as Record<string, unknown>).sort(([a], [b]) =>
+        a < b ? -1 : a > b ? 1 : 0,
+      );
+      out.push("{");
+      todo.push("}");
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, member] = entries[i] as [string, unknown];
+        todo.push({ value: member }, `${JSON.stringify(key)}:`);
+        if (i > 0) todo.push(",");
+      }
+    } else {
+      out.push(JSON.stringify(current));
+    }
   }
-  return JSON.stringify(value);
+  return out.join("");
+}
+
+/**
+ * True when JSON text nests arrays and objects deeper than `max`, found by a scan of its brackets
+ * outside strings (before parsing, so no later walk of the value can meet an unbounded depth).
+ */
+export function nestsDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // a backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
 }
 
 /**

@@ -3,6 +3,7 @@ import type { CallOptions } from "@connectrpc/connect";
 import type { Actor } from "../../gen/replay/common/v1/common_pb.js";
 import { DomainError, type ErrorCode } from "../../lib/errors.js";
 import type { Scope } from "../auth/scopes.js";
+import { nestsDeeperThan } from "./json.js";
 
 /** What a route handler gets once the request is authenticated, rate-limited and scoped. */
 export type RouteCall = {
@@ -74,12 +75,24 @@ export type RouteDoc = {
  */
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
+/**
+ * How deep a body may nest arrays and objects. The deepest contract body is 2 (a webhook
+ * subscription's events); more is never a field we read, and a body nested thousands deep once
+ * overflowed the stack of the Idempotency-Key fingerprint (issue 29).
+ */
+export const MAX_JSON_DEPTH = 32;
+
 /** The body as a JSON object, or INVALID_BODY (decisions.md §1: first in every validation order). */
 export function readJsonObject(call: RouteCall): Record<string, unknown> {
   let value: unknown;
   try {
-    value = JSON.parse(call.body ? utf8.decode(call.body) : "");
-  } catch {
+    const text = call.body ? utf8.decode(call.body) : "";
+    if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
+      throw new DomainError("INVALID_BODY", `the body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
+    }
+    value = JSON.parse(text);
+  } catch (err) {
+    if (err instanceof DomainError) throw err;
     throw new DomainError("INVALID_BODY", "the body is not valid JSON (UTF-8)");
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
