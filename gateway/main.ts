@@ -19,6 +19,7 @@ import { createTransportPool } from "../lib/rpc/clients.js";
 import { createHealthService } from "../lib/rpc/health.js";
 import { createRpcServer } from "../lib/rpc/server.js";
 import { msUntil, openSchema, type Running, schemaMigrations } from "../lib/service-host.js";
+import { sharedAnswer } from "../lib/shared-answer.js";
 import { DRAIN_MS, startWorker } from "../lib/worker/worker.js";
 import { createIdentityAdminService } from "./admin.js";
 import { buildApp } from "./app.js";
@@ -42,6 +43,8 @@ export type RunningGateway = Running & {
 };
 
 const NONCE_SWEEP_MS = 60_000;
+/** How long a readiness answer is reused (GET /readyz and the internal port's Health). */
+const READINESS_TTL_MS = 1_000;
 
 /** The identity schema's migrations (the gateway owns it). */
 export function identityMigrations(): Promise<Migration[]> {
@@ -85,8 +88,12 @@ export async function start(config: Config, platform: Platform): Promise<Running
     },
   });
 
-  /** What is not ready, by name: the database, the event bus, each backend service (its gRPC health). */
-  const notReady = async (): Promise<string[]> => {
+  /**
+   * What is not ready, by name: the database, the event bus, each backend service (its gRPC health).
+   * One check a second at most, shared by every caller meanwhile (GET /readyz is unauthenticated,
+   * and each check is a query and four calls: 50 probes in flight once made it flap to 503).
+   */
+  const notReady = sharedAnswer(READINESS_TTL_MS, async (): Promise<string[]> => {
     const checks: Promise<string | undefined>[] = [
       db.query("SELECT 1").then(
         () => undefined,
@@ -101,7 +108,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
       ),
     ];
     return (await Promise.all(checks)).filter((name): name is string => name !== undefined);
-  };
+  });
   const isReady = async () => (await notReady()).length === 0;
 
   const app = buildApp({
