@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import scalarApiReference from "@scalar/fastify-api-reference";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
@@ -10,6 +11,8 @@ import { type Problem, problem } from "../lib/problem.js";
 import { trustedHeaders } from "../lib/rpc/context.js";
 import { formatTraceparent, parseTraceparent, type Span, startSpan, type TraceContext } from "../lib/trace.js";
 import type { Authenticator } from "./auth/authenticate.js";
+import { DOCS_SCRIPT_PATH, type DocsScript, loadDocsScript, sendDocsScript } from "./docs-script.js";
+import { earlierAnswersWritten, mayAnswer, rawProblemResponse, turnOf } from "./http1.js";
 import { openApiDocument } from "./openapi/document.js";
 import { toProblem } from "./problem.js";
 import { type RateLimiter, rateLimitHeaders } from "./rate-limit.js";
@@ -32,6 +35,43 @@ const MAX_PARAM_LENGTH = 16 * 1024;
 // RFC 9110 media type: type "/" subtype, then parameters.
 const MEDIA_TYPE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]*(;.*)?$/;
 
+/**
+ * How long the public port waits on a client (docs/public-port.md). Every limit is one a client
+ * that means well never meets; each closes a way to hold the process's memory or sockets for free.
+ */
+export type ConnectionLimits = {
+  /** The request line and headers must have arrived within this of their first byte (Node's headersTimeout). */
+  headersTimeoutMs: number;
+  /**
+   * The whole request, headers and a body of at most 64 KiB, must have arrived within this (Node's
+   * requestTimeout, 0 in Fastify by default: a body trickled at a byte a second held a socket and
+   * its buffers for as long as the client liked). 64 KiB in 30 s is 2 KiB/s, slower than any link.
+   */
+  requestTimeoutMs: number;
+  /**
+   * A connection on which nothing moves either way for this long while a request is open is cut
+   * (the socket's inactivity timeout): above all a client that never reads its answers, whose
+   * queued bytes would otherwise stay in memory forever. Longer than the 10 s RPC deadline, so a
+   * request waiting on its backend is never cut; idle keep-alive connections have their own timeout.
+   */
+  stallTimeoutMs: number;
+  /** How often Node checks the two request timeouts (default 30 s, which would let them run 30 s late). */
+  checkIntervalMs: number;
+  /**
+   * Requests one connection may have in flight (pipelined, answers not yet written); the next is
+   * answered 429 and the connection closed. Browsers do not pipeline at all.
+   */
+  maxInFlightPerConnection: number;
+};
+
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
+  headersTimeoutMs: 15_000,
+  requestTimeoutMs: 30_000,
+  stallTimeoutMs: 30_000,
+  checkIntervalMs: 1_000,
+  maxInFlightPerConnection: 16,
+};
+
 export type GatewayDeps = {
   routes: readonly Route[];
   authenticator: Authenticator;
@@ -43,6 +83,8 @@ export type GatewayDeps = {
   now: () => number;
   /** The deadline of the one RPC a request makes. */
   rpcTimeoutMs?: number;
+  /** DEFAULT_CONNECTION_LIMITS unless a test shortens them. */
+  limits?: Partial<ConnectionLimits>;
 };
 
 declare module "fastify" {
@@ -60,8 +102,19 @@ declare module "fastify" {
 /** The public REST gateway. It never listens itself: main.ts does, tests inject. */
 export function buildApp(deps: GatewayDeps): FastifyInstance {
   let closing = false;
+  const limits = { ...DEFAULT_CONNECTION_LIMITS, ...deps.limits };
   const app = Fastify({
     bodyLimit: BODY_LIMIT_BYTES,
+    requestTimeout: limits.requestTimeoutMs,
+    connectionTimeout: limits.stallTimeoutMs,
+    http: {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      connectionsCheckingInterval: limits.checkIntervalMs,
+      // Node's own answer to an HTTP/1.1 request without Host is an empty 400: onRequest refuses it
+      // as a problem instead (hostProblem).
+      requireHostHeader: false,
+    },
     genReqId: (req) => requestIdFrom(req.headers["x-request-id"]),
     requestIdHeader: false,
     exposeHeadRoutes: false,
@@ -70,7 +123,7 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
     // and clientErrorHandler.
     return503OnClosing: false,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
-    rewriteUrl: (req) => decodableUrl(req.url ?? "/"),
+    rewriteUrl: (req) => decodableUrl(originForm(req.url ?? "/")),
     frameworkErrors: (err, req, reply) => sendProblem(req, reply, toProblem(err)),
     clientErrorHandler: answerClientError,
   });
@@ -78,6 +131,8 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
     closing = true;
   });
   const known = knownPaths(deps.routes);
+  answerOutsideFastify(app, known, limits);
+  const inFlight = new WeakMap<Socket, number>();
 
   // Bodies stay raw bytes: signatures hash them, and JSON is parsed after authentication so that
   // a malformed body never answers before a 401 (the 413 size check still comes first).
@@ -105,6 +160,24 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
       // retries them elsewhere.
       reply.header("connection", "close");
       throw new DomainError("SERVICE_UNAVAILABLE", "this gateway is shutting down; retry");
+    }
+    const badHost = hostProblem(req.raw);
+    if (badHost) {
+      reply.header("connection", "close");
+      throw new DomainError("INVALID_ARGUMENT", badHost);
+    }
+    // Pipelined requests whose answers are not written yet hold their responses in memory: a client
+    // that sends many and reads none is stopped here (the stall timeout then cuts it).
+    const socket = req.raw.socket;
+    const pending = (inFlight.get(socket) ?? 0) + 1;
+    inFlight.set(socket, pending);
+    reply.raw.once("close", () => inFlight.set(socket, (inFlight.get(socket) ?? 1) - 1));
+    if (pending > limits.maxInFlightPerConnection) {
+      reply.header("connection", "close");
+      throw new DomainError(
+        "RATE_LIMITED",
+        `more than ${limits.maxInFlightPerConnection} requests are waiting for their answers on this connection; read them first`,
+      );
     }
     // Methods outside the route table's (QUERY, TRACE, PROPFIND, ...) never reach body parsing.
     if (!(ALL_METHODS as readonly string[]).includes(req.method)) {
@@ -178,9 +251,18 @@ export function buildApp(deps: GatewayDeps): FastifyInstance {
   // script served from the package, so the page works with no outside network).
   const openApi = JSON.stringify(openApiDocument(deps.routes));
   app.get("/openapi.json", async (_req, reply) => reply.type("application/json").send(openApi));
+  // The page's 3.5 MB script goes out from one Buffer (compressed once), never the plugin's string:
+  // a string is copied into every response a slow reader has not taken yet (issue 29: 300 unread
+  // answers grew the process by 1 GB).
+  const docsScript: Promise<DocsScript> = loadDocsScript();
   app.register(scalarApiReference, {
     routePrefix: "/docs",
     logLevel: "warn",
+    hooks: {
+      onRequest: async (req: FastifyRequest, reply: FastifyReply) => {
+        if (req.routeOptions.url === DOCS_SCRIPT_PATH) return sendDocsScript(req, reply, await docsScript);
+      },
+    },
     configuration: {
       url: "/openapi.json",
       pageTitle: "Replay service API",
@@ -279,23 +361,98 @@ function decodableUrl(url: string): string {
   }
 }
 
+/**
+ * The origin form of a request target (RFC 9112 §3.2): an absolute-form target
+ * (`http://host/v1/replays?x=1`) names the same resource as its path and query, so it is routed and
+ * signed as `/v1/replays?x=1`. Other targets are returned as they are.
+ */
+export function originForm(target: string): string {
+  if (target.startsWith("/")) return target;
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(target);
+  if (!authority) return target;
+  const rest = target.slice(authority[0].length);
+  return rest.startsWith("/") ? rest : `/${rest}`;
+}
+
+/**
+ * Why the Host header of a request is refused, or undefined: RFC 9112 §3.2 answers 400 to an
+ * HTTP/1.1 request without one and to any request with more than one.
+ */
+function hostProblem(raw: IncomingMessage): string | undefined {
+  let count = 0;
+  for (let i = 0; i < raw.rawHeaders.length; i += 2) if (raw.rawHeaders[i]?.toLowerCase() === "host") count++;
+  if (count > 1) return "send one Host header";
+  if (count === 0 && raw.httpVersion === "1.1") return "an HTTP/1.1 request needs a Host header";
+  return undefined;
+}
+
+/**
+ * What Node's HTTP/1.1 layer would answer itself, with an empty body or none: an Expect other than
+ * 100-continue (its bare 417) and CONNECT (it closed the connection). Both become problems, after
+ * the answers owed to earlier requests on the connection.
+ */
+function answerOutsideFastify(
+  app: FastifyInstance,
+  known: (path: string) => string[] | undefined,
+  limits: ConnectionLimits,
+): void {
+  app.server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {
+    const id = requestIdFrom(req.headers["x-request-id"]);
+    const detail = `Expect: ${req.headers.expect} is not an expectation this server meets; only 100-continue is`;
+    const body = JSON.stringify({ ...problem("INVALID_ARGUMENT", detail), instance: id });
+    // Its body, if any, is not read: the connection closes after the answer.
+    res.writeHead(400, {
+      "content-type": "application/problem+json",
+      "content-length": Buffer.byteLength(body),
+      "x-request-id": id,
+      connection: "close",
+    });
+    res.end(body);
+  });
+  app.server.on("connect", (req: IncomingMessage, socket: Socket) => {
+    // Node has taken its own listeners off this socket: without one, an error would crash the process.
+    socket.on("error", () => socket.destroy());
+    socket.setTimeout(limits.stallTimeoutMs, () => socket.destroy());
+    const id = requestIdFrom(req.headers["x-request-id"]);
+    // The same rule as any method outside the table: 405 on a known path, 404 elsewhere (an
+    // authority-form target such as host:443 is never a path).
+    const path = splitUrl(originForm(req.url ?? ""))[0];
+    const allowed = known(path);
+    const body = allowed
+      ? problem("METHOD_NOT_ALLOWED", `CONNECT is not allowed here; use ${allowed.join(", ")}`)
+      : problem("NOT_FOUND", `no route CONNECT ${path}`);
+    void earlierAnswersWritten(socket).then((open) => {
+      if (!open) return;
+      socket.end(rawProblemResponse(body, id, allowed ? { allow: allowed.join(", ") } : {}));
+    });
+  });
+}
+
 const clientErrorDetails: Record<string, string> = {
   HPE_HEADER_OVERFLOW: "the request line and headers are larger than 16 KiB",
   ERR_HTTP_REQUEST_TIMEOUT: "the request did not arrive in time",
 };
 
-/** Node's answer to a request it cannot parse, as a problem with a request id, then close. */
+/** Connections already being answered for a broken request: more bytes after it break the parser again. */
+const refusedConnections = new WeakSet<Socket>();
+
+/**
+ * Node's answer to a request it cannot parse (or that did not arrive in time), as a problem with a
+ * request id, after the answers owed to the whole requests before it on the connection; then close.
+ */
 function answerClientError(err: Error & { code?: string }, socket: Socket): void {
   if (err.code === "ECONNRESET" || !socket.writable) {
     socket.destroy();
     return;
   }
+  if (refusedConnections.has(socket)) return;
+  refusedConnections.add(socket);
   const id = requestIdFrom(undefined);
   const detail = clientErrorDetails[err.code ?? ""] ?? "the request is not valid HTTP/1.1";
-  const body = JSON.stringify({ ...problem("INVALID_ARGUMENT", detail), instance: id });
-  socket.end(
-    `HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nconnection: close\r\n\r\n${body}`,
-  );
+  void earlierAnswersWritten(socket).then((open) => {
+    if (!open || !mayAnswer(socket)) return void socket.destroy();
+    socket.end(rawProblemResponse(problem("INVALID_ARGUMENT", detail), id));
+  });
 }
 
 function isClientAbort(err: unknown): boolean {
@@ -305,18 +462,19 @@ function isClientAbort(err: unknown): boolean {
 
 /**
  * 413 at once, however slowly the rest of the body comes, and close: written on the socket so the
- * answer does not wait for the body. A client still uploading gets a short lingering read first,
- * so that closing does not reset the connection under it before it reads the 413.
+ * answer does not wait for the body, but only in its turn, after the answers to the requests
+ * pipelined before it. A client still uploading gets a short lingering read first, so that closing
+ * does not reset the connection under it before it reads the 413.
  */
 async function refuseTooLarge(req: FastifyRequest, reply: FastifyReply, body: Problem): Promise<void> {
-  // The response's socket: a request stream destroyed by an aborted read no longer holds it.
-  const socket = reply.raw.socket ?? req.raw.socket;
-  if (!socket) return void (await sendProblem(req, reply, body));
+  // The connection: the response's socket, or (its turn not come yet) the request's, which a
+  // request stream destroyed by an aborted read no longer holds.
+  const connection = reply.raw.socket ?? req.raw.socket;
+  if (!connection) return void (await sendProblem(req, reply, body));
   reply.hijack();
-  const text = JSON.stringify({ ...body, instance: req.id });
-  socket.write(
-    `HTTP/1.1 413 Content Too Large\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nx-request-id: ${req.id}\r\nconnection: close\r\n\r\n${text}`,
-  );
+  const socket = await turnOf(reply.raw, connection);
+  if (!socket) return;
+  socket.write(rawProblemResponse(body, req.id));
   httpRequests.observe({ route: routeLabel(req), method: req.method, status: "413" }, reply.elapsedTime / 1000);
   accessLog.info(
     { method: req.method, route: req.routeOptions.url ?? null, status: 413, requestId: req.id },
@@ -386,7 +544,8 @@ function sendProblem(req: FastifyRequest, reply: FastifyReply, body: Problem) {
  * (429), scope (403); the route's own validation follows in the handler and the service.
  */
 async function guard(deps: GatewayDeps, route: Route, req: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const [path, rawQuery] = splitUrl(req.originalUrl);
+  // decisions.md §2 signs the path as sent; an absolute-form target is signed as its path (originForm).
+  const [path, rawQuery] = splitUrl(originForm(req.originalUrl));
   const authorization = singleAuthorization(req.raw.rawHeaders);
   let tenantId: string;
   let memberId: string | null = null;
