@@ -12,6 +12,7 @@ const benchmarks: Record<string, () => Promise<Benchmark>> = {
   replays: () => import("./replays.js"),
   markers: () => import("./markers.js"),
   webhooks: () => import("./webhooks.js"),
+  "unread-clients": () => import("./unread-clients.js"),
 };
 
 async function usage(): Promise<string> {
