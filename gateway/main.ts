@@ -16,7 +16,6 @@ import { sourceFolder } from "../lib/paths.js";
 import type { Platform } from "../lib/platform.js";
 import { boundUrl } from "../lib/rpc/bound-url.js";
 import { createTransportPool } from "../lib/rpc/clients.js";
-import { createHealthService } from "../lib/rpc/health.js";
 import { createRpcServer } from "../lib/rpc/server.js";
 import { msUntil, openSchema, type Running, schemaMigrations } from "../lib/service-host.js";
 import { sharedAnswer } from "../lib/shared-answer.js";
@@ -128,6 +127,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
     port: config.http.internalPort,
     host: config.http.internalHost,
     acceptedTokens: config.internal.acceptedTokens,
+    isReady,
     routes(router) {
       router.service(IdentityAdminService, createIdentityAdminService({ db, keyCache, servers, replays }));
       router.service(ServersService, forwardService(ServersService, servers));
@@ -142,7 +142,6 @@ export async function start(config: Config, platform: Platform): Promise<Running
       );
       router.service(MarkersService, forwardService(MarkersService, markers));
       router.service(WebhooksService, forwardService(WebhooksService, webhooks));
-      router.service(Health, createHealthService([IdentityAdminService.typeName], isReady));
     },
   });
   log.info({ port: port.port, internalPort: admin.port }, "gateway listening");

@@ -33,7 +33,6 @@ describe("a started service", () => {
     const running = await startService(
       {
         name: "drain_test",
-        healthNames: [],
         setup: () => ({
           routes(router) {
             router.service(MarkersService, {

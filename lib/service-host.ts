@@ -1,5 +1,4 @@
 import type { ConnectRouter } from "@connectrpc/connect";
-import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import type { BlobStore } from "./blob/blob.js";
 import type { Bus } from "./bus/bus.js";
 import { type Consumer, startConsumer } from "./bus/consumer.js";
@@ -11,7 +10,6 @@ import { type Migration, migrate, readMigrations } from "./db/migrate.js";
 import type { Db } from "./db/types.js";
 import { watchOutbox } from "./metrics.js";
 import type { Platform } from "./platform.js";
-import { createHealthService } from "./rpc/health.js";
 import { createRpcServer } from "./rpc/server.js";
 import { whenReachable } from "./startup-wait.js";
 import { DRAIN_MS, startWorker, type WorkerSpec } from "./worker/worker.js";
@@ -44,8 +42,6 @@ export type ServiceSpec = {
   name: string;
   /** Its migrations folder (see sourceFolder); absent while the schema holds only the outbox. */
   migrationsDir?: string;
-  /** Fully-qualified names of the RPC services served, for grpc.health.v1. */
-  healthNames: readonly string[];
   setup(deps: ServiceDeps): ServiceParts | Promise<ServiceParts>;
 };
 
@@ -110,10 +106,8 @@ export async function startService(spec: ServiceSpec, config: Config, platform: 
     port: config.http.port ?? 0,
     host: config.http.internalHost,
     acceptedTokens: config.internal.acceptedTokens,
-    routes(router) {
-      parts.routes(router);
-      router.service(Health, createHealthService(spec.healthNames, isReady));
-    },
+    routes: parts.routes,
+    isReady,
   });
   return {
     url: server.url,

@@ -50,10 +50,17 @@ export async function serveConnectUnary(
   answer(res, format, route, outcome);
 }
 
+/**
+ * A JSON body's text: bytes that are not UTF-8 are invalid_argument (RFC 8259 requires UTF-8), not
+ * decoded with U+FFFD in place of what the caller sent. A leading U+FEFF is kept, as
+ * Buffer#toString kept it, and fails to parse as JSON.
+ */
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 function parse(route: UnaryRoute, format: ConnectFormat, body: Buffer) {
   try {
     if (format === "binary") return decodeBinary(route.method.input, body);
-    return fromJson(route.method.input, JSON.parse(body.toString("utf8")) as JsonValue, { ignoreUnknownFields: true });
+    return fromJson(route.method.input, JSON.parse(UTF8.decode(body)) as JsonValue, { ignoreUnknownFields: true });
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
     throw new ConnectError(`parse ${format}: ${reason}`, Code.InvalidArgument);

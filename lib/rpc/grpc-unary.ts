@@ -1,8 +1,10 @@
-import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
+import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { decodeBinary } from "./binary-decoder.js";
-import { headerObject, headerValue, readBody } from "./http-exchange.js";
+import { GRPC_ACCEPT_ENCODING } from "./compression.js";
+import { PREFIX_BYTES, readGrpcMessage } from "./grpc-frame.js";
+import { headerObject, headerValue } from "./http-exchange.js";
 import { type CallOutcome, callOf, type LeanOptions, runUnaryCall } from "./unary-call.js";
 import type { UnaryRoute } from "./unary-routes.js";
 
@@ -14,8 +16,6 @@ export function isLeanGrpc(headers: IncomingHttpHeaders): boolean {
   const encoding = headers["grpc-encoding"];
   return encoding === undefined || encoding === "identity";
 }
-
-export const PREFIX_BYTES = 5;
 
 /**
  * Serves one unary gRPC call the way recorders' stock gRPC clients make it: `grpc-timeout` as the
@@ -35,7 +35,7 @@ export async function serveGrpcUnary(
   if (timeout.error) return answer(stream, { ok: false, error: timeout.error });
   let message: Parameters<typeof runUnaryCall>[1];
   try {
-    message = parseGrpcFrame(route, await readBody(stream, options.readMaxBytes + PREFIX_BYTES, headers));
+    message = decodeMessage(route, await readGrpcMessage(stream, options.readMaxBytes));
   } catch (err) {
     return answer(stream, { ok: false, error: ConnectError.from(err) });
   }
@@ -44,24 +44,10 @@ export async function serveGrpcUnary(
   answer(stream, outcome);
 }
 
-/** The one message of a unary gRPC (or gRPC-Web) request body, or invalid_argument. */
-export function parseGrpcFrame(route: UnaryRoute, body: Buffer) {
-  if (body.length < PREFIX_BYTES) {
-    throw new ConnectError("a unary call needs exactly one message", Code.InvalidArgument);
-  }
-  const flags = body[0] as number;
-  const length = body.readUInt32BE(1);
-  if (flags !== 0) {
-    throw new ConnectError(
-      flags === 1 ? "message flagged compressed without a grpc-encoding" : `invalid frame flags ${flags}`,
-      Code.InvalidArgument,
-    );
-  }
-  if (body.length !== PREFIX_BYTES + length) {
-    throw new ConnectError("a unary call needs exactly one whole message", Code.InvalidArgument);
-  }
+/** The message of a unary gRPC (or gRPC-Web) request, decoded as the method's input, or invalid_argument. */
+export function decodeMessage(route: UnaryRoute, bytes: Buffer) {
   try {
-    return decodeBinary(route.method.input, body.subarray(PREFIX_BYTES));
+    return decodeBinary(route.method.input, bytes);
   } catch (err) {
     throw new ConnectError(`parse binary: ${err instanceof Error ? err.message : err}`, Code.InvalidArgument);
   }
@@ -69,7 +55,10 @@ export function parseGrpcFrame(route: UnaryRoute, body: Buffer) {
 
 function answer(stream: ServerHttp2Stream, outcome: CallOutcome): void {
   if (stream.headersSent || stream.destroyed) return;
-  const headers = headerObject({ "content-type": "application/grpc" }, outcome.header);
+  const headers = headerObject(
+    { "content-type": "application/grpc", "grpc-accept-encoding": GRPC_ACCEPT_ENCODING },
+    outcome.header,
+  );
   if (!outcome.ok) {
     // Trailers-only: the status travels in the one HEADERS frame that ends the stream.
     headerObject(headers, outcome.error.metadata);
@@ -77,6 +66,10 @@ function answer(stream: ServerHttp2Stream, outcome: CallOutcome): void {
     headerObject(headers, grpcStatus(outcome.error));
     headers["content-type"] = "application/grpc";
     stream.respond({ ":status": 200, ...headers }, { endStream: true });
+    // Answered before the caller finished sending (a refused length prefix): RST_STREAM(NO_ERROR)
+    // after the complete answer asks it to stop sending (RFC 9113 §8.1), as grpc-go does, instead of
+    // leaving it to send, and us to read and drop, the rest of a body nobody will look at.
+    if (!stream.readableEnded) stream.close(constants.NGHTTP2_NO_ERROR);
     return;
   }
   let bytes: Uint8Array;

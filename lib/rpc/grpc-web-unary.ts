@@ -1,14 +1,9 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { parseTimeout } from "@connectrpc/connect/protocol-grpc";
-import { grpcFrame, grpcStatus, PREFIX_BYTES, parseGrpcFrame } from "./grpc-unary.js";
-import {
-  type HttpRequest,
-  type HttpResponse,
-  headerObject,
-  headerValue,
-  isAnswerable,
-  readBody,
-} from "./http-exchange.js";
+import { GRPC_ACCEPT_ENCODING } from "./compression.js";
+import { readGrpcMessage } from "./grpc-frame.js";
+import { decodeMessage, grpcFrame, grpcStatus } from "./grpc-unary.js";
+import { type HttpRequest, type HttpResponse, headerObject, headerValue, isAnswerable } from "./http-exchange.js";
 import { type CallOutcome, callOf, type LeanOptions, runUnaryCall } from "./unary-call.js";
 import type { UnaryRoute } from "./unary-routes.js";
 
@@ -37,7 +32,7 @@ export async function serveGrpcWebUnary(
   if (timeout.error) return answer(res, { ok: false, error: timeout.error });
   let message: Parameters<typeof runUnaryCall>[1];
   try {
-    message = parseGrpcFrame(route, await readBody(req, options.readMaxBytes + PREFIX_BYTES));
+    message = decodeMessage(route, await readGrpcMessage(req, options.readMaxBytes));
   } catch (err) {
     return answer(res, { ok: false, error: ConnectError.from(err) });
   }
@@ -71,6 +66,7 @@ function answer(res: HttpResponse, outcome: CallOutcome): void {
   const body = Buffer.concat(frames);
   const headers = headerObject({}, outcome.header);
   headers["content-type"] = "application/grpc-web+proto";
+  headers["grpc-accept-encoding"] = GRPC_ACCEPT_ENCODING;
   headers["content-length"] = String(body.length);
   res.writeHead(200, headers);
   res.end(body);

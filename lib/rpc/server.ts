@@ -2,10 +2,14 @@ import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { logger } from "../log.js";
 import { boundUrl } from "./bound-url.js";
+import { ACCEPT_COMPRESSION, COMPRESS_MIN_BYTES } from "./compression.js";
 import { readTrustedContext } from "./context.js";
+import { dropUnboundedDeadline } from "./deadline.js";
 import { errorInterceptor } from "./errors.js";
+import { createHealthService } from "./health.js";
 import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 import { acceptedDigests, isAdmitted, refuseUnauthenticated } from "./internal-token.js";
 import { createLeanHandler, createLeanStreamHandler } from "./lean-handler.js";
@@ -15,6 +19,7 @@ import { keepByteOrderMarks } from "./text-encoding.js";
 import { textGuard } from "./text-guard.js";
 import { traceInterceptor } from "./trace.js";
 import { collectUnaryRoutes, type UnaryRoute } from "./unary-routes.js";
+import { answerUnknownMethod } from "./unknown-method.js";
 
 const log = logger("lib:rpc:server");
 
@@ -44,6 +49,12 @@ export type RpcServerOptions = {
    * none of them is refused before it reaches any handler.
    */
   acceptedTokens?: readonly string[];
+  /**
+   * Whether the process can serve (its database, its bus; cheap). When given, the port serves
+   * grpc.health.v1.Health, which knows every service `routes` registered (and itself): what a
+   * probe may ask for is what the port serves, kept by no list of names.
+   */
+  isReady?: () => Promise<boolean>;
 };
 
 /**
@@ -69,14 +80,23 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
   // call's own signal just the same.
   const adapter = connectNodeAdapter({
     routes: (router) => {
-      unaryRoutes = collectUnaryRoutes(router, options.routes);
+      unaryRoutes = collectUnaryRoutes(router, (registering) => {
+        options.routes(registering);
+        if (options.isReady) registering.service(Health, createHealthService(servedServices(router), options.isReady));
+      });
     },
     interceptors,
     contextValues: readTrustedContext,
     readMaxBytes: READ_MAX_BYTES,
-    // Calls stay inside the cluster, where gzip costs more CPU than the bytes it saves: it was the
-    // largest single cost of a servers list in the gateway benchmark (11% and 20% of the two processes).
-    acceptCompression: [],
+    jsonOptions: STRICT_JSON,
+    // gzip is accepted (a stock gRPC client may send it; compression.ts bounds what it inflates to)
+    // but never asked for inside the cluster: the gateway's hop sends and accepts none, since gzip
+    // there costs more CPU than the bytes it saves (it was the largest single cost of a servers
+    // list in the gateway benchmark, 11% and 20% of the two processes). Compressed calls are
+    // served here, by connect-node; the lean path takes only uncompressed ones.
+    acceptCompression: ACCEPT_COMPRESSION,
+    compressMinBytes: COMPRESS_MIN_BYTES,
+    fallback: (req, res) => answerUnknownMethod(req, res as HttpResponse),
   });
   const leanOptions = { interceptors, contextValues: readTrustedContext, readMaxBytes: READ_MAX_BYTES };
   const lean = createLeanHandler(unaryRoutes, leanOptions);
@@ -86,7 +106,9 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
   const handle = (req: HttpRequest, res: HttpResponse) => {
     if (guarded && !isAdmitted(req.url, req.headers, accepted)) return refuseUnauthenticated(req, res);
     if (isMetricsScrape(req)) return void serveMetrics(res);
-    if (!lean(req, res)) void adapter(req as never, res as never);
+    if (lean(req, res)) return;
+    dropUnboundedDeadline(req.headers);
+    void adapter(req as never, res as never);
   };
   // A stream without the token is left to `handle`, which refuses it.
   const handleStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) =>
@@ -111,5 +133,21 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
   };
 }
 
-/** Requests to services are small; anything larger is a bug or abuse. */
+/** Requests to services are small; anything larger is a bug or abuse. Also the bound on what a compressed message inflates to. */
 const READ_MAX_BYTES = 4 * 1024 * 1024;
+
+/**
+ * JSON bodies decoded strictly: bytes that are not UTF-8 are invalid_argument, as on the lean path
+ * (connect-unary.ts), not text with U+FFFD in place of what the caller sent. A leading U+FEFF is
+ * kept (and then fails to parse as JSON) on both paths alike. `textDecoder` is read by
+ * connect's JSON serialization though its option type does not name it.
+ */
+const STRICT_JSON: { ignoreUnknownFields: boolean } = Object.assign(
+  { ignoreUnknownFields: true },
+  { textDecoder: new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }) },
+);
+
+/** Every service registered on a router, by its fully-qualified name, and grpc.health.v1.Health itself. */
+function servedServices(router: ConnectRouter): string[] {
+  return [...new Set([...router.handlers.map((handler) => handler.service.typeName), Health.typeName])];
+}

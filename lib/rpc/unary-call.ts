@@ -46,7 +46,7 @@ export type CallOutcome =
   | { ok: false; error: ConnectError; header?: Headers; trailer?: Headers };
 
 /** The largest deadline a timer can hold; a longer one is no deadline in practice. */
-const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 /** The CallInput of a request on either protocol, given the deadline its protocol's header set. */
 export function callOf(

@@ -11,7 +11,6 @@ import { createMarkersService } from "./service.js";
 export const markersService: ServiceSpec = {
   name: "markers",
   migrationsDir: sourceFolder(import.meta.url, "./migrations"),
-  healthNames: [MarkersService.typeName],
   setup({ db, now }) {
     return {
       routes(router) {

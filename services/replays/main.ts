@@ -16,7 +16,6 @@ import { createReplaysService } from "./service.js";
 export const replaysService: ServiceSpec = {
   name: "replays",
   migrationsDir: sourceFolder(import.meta.url, "./migrations"),
-  healthNames: [ReplaysService.typeName, RecordingService.typeName],
   async setup({ config, db, blobs, now }) {
     const key = await loadPageTokenKey({
       key: config.pages.tokenKey,

@@ -11,7 +11,6 @@ import { createRecorderService, createServersService } from "./service.js";
 export const serversService: ServiceSpec = {
   name: "servers",
   migrationsDir: sourceFolder(import.meta.url, "./migrations"),
-  healthNames: [ServersService.typeName, RecorderService.typeName],
   setup({ db, now }) {
     const deps = { db, now };
     return {

@@ -23,7 +23,6 @@ const SUBSCRIPTION_LOOKUP_MS = 2_000;
 export const webhooksService: ServiceSpec = {
   name: "webhooks",
   migrationsDir: sourceFolder(import.meta.url, "./migrations"),
-  healthNames: [WebhooksService.typeName],
   async setup({ config, db }) {
     const settings = config.webhooks;
     const key = await loadPageTokenKey({

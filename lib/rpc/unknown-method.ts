@@ -1,0 +1,38 @@
+import type { Http2ServerResponse } from "node:http2";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { grpcStatus } from "./grpc-unary.js";
+import { type HttpRequest, type HttpResponse, headerObject, headerValue } from "./http-exchange.js";
+
+/** How much of an unknown path the answer names: enough to tell a typo, never a caller's whole header back. */
+const PATH_SHOWN = 200;
+
+/**
+ * connect-node's answer for a path that names no method served on the port. gRPC clients expect
+ * HTTP 200 with grpc-status 12 (UNIMPLEMENTED), the status alone in one HEADERS frame
+ * (trailers-only): to C-core a 404 is `UNIMPLEMENTED "Received http2 header with status: 404"`, a
+ * transport failure rather than an answer. gRPC-Web gets the same in its own trailers-only form (the
+ * status in the headers, no body). The Connect protocol, and anything that is not gRPC, keeps
+ * HTTP 404, as the Connect protocol says.
+ */
+export function answerUnknownMethod(req: HttpRequest, res: HttpResponse): void {
+  const type = headerValue(req.headers["content-type"]) ?? "";
+  if (!type.startsWith("application/grpc")) {
+    res.writeHead(404);
+    res.end();
+    return;
+  }
+  const path = (req.url ?? "").slice(0, PATH_SHOWN);
+  const status = grpcStatus(new ConnectError(`no method ${path} is served on this port`, Code.Unimplemented));
+  const headers = headerObject(
+    { "content-type": type.startsWith("application/grpc-web") ? "application/grpc-web+proto" : "application/grpc" },
+    status,
+  );
+  // The request body is not wanted: read and dropped, so the caller is not left blocked on it.
+  req.resume();
+  if ("stream" in res) {
+    (res as Http2ServerResponse).stream.respond({ ":status": 200, ...headers }, { endStream: true });
+    return;
+  }
+  res.writeHead(200, headers);
+  res.end();
+}
