@@ -2,6 +2,7 @@ import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "../gen/grpc/health/v1/health_pb.js";
+import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
 import { MarkersService } from "../gen/replay/markers/v1/markers_pb.js";
 import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
 import { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
@@ -11,12 +12,31 @@ import { WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
 import { sharedSystems } from "./shared-system.js";
 
 // operations.md: each service answers grpc.health.v1.Health/Check (what Kubernetes' grpc probes call).
+// Each port also names grpc.health.v1.Health itself, which it serves too.
 const served: Record<string, string[]> = {
-  markers: [MarkersService.typeName],
-  servers: [ServersService.typeName, RecorderService.typeName],
-  replays: [ReplaysService.typeName, RecordingService.typeName],
-  webhooks: [WebhooksService.typeName],
+  markers: [MarkersService.typeName, Health.typeName],
+  servers: [ServersService.typeName, RecorderService.typeName, Health.typeName],
+  replays: [ReplaysService.typeName, RecordingService.typeName, Health.typeName],
+  webhooks: [WebhooksService.typeName, Health.typeName],
 };
+
+// The gateway's internal port serves the admin API and forwards every service's own.
+const gatewayServed = [IdentityAdminService.typeName, ...new Set(Object.values(served).flat())];
+
+describe.each(sharedSystems())("grpc.health.v1 on the gateway's internal port ($mode mode)", (sys) => {
+  it("answers SERVING for every service the port serves, forwarded ones included", async () => {
+    const health = createClient(Health, createGrpcTransport({ baseUrl: sys.internalUrl }));
+    for (const service of ["", ...gatewayServed]) {
+      expect((await health.check({ service })).status, service).toBe(Status.SERVING);
+    }
+    expect(Object.keys((await health.list({})).statuses).sort()).toEqual(["", ...gatewayServed].sort());
+  });
+
+  it("answers NOT_FOUND for a service it does not serve", async () => {
+    const health = createClient(Health, createGrpcTransport({ baseUrl: sys.internalUrl }));
+    await expect(health.check({ service: "replay.nope.v1.NopeService" })).rejects.toMatchObject({ code: 5 });
+  });
+});
 
 // Both modes give each service a port of its own (the embedded one since issue 29: MARKERS_PORT, ...),
 // which is what the probes and a gRPC client call.
@@ -29,6 +49,7 @@ describe.each(sharedSystems())("grpc.health.v1 on every service ($mode mode)", (
       for (const service of ["", ...services]) {
         expect((await health.check({ service })).status, `${name} ${service}`).toBe(Status.SERVING);
       }
+      expect(Object.keys((await health.list({})).statuses).sort(), name).toEqual(["", ...services].sort());
     }
   });
 

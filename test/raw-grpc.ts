@@ -16,6 +16,8 @@ export type RawGrpcAnswer = {
   statusMs: number | undefined;
   /** The RST_STREAM code the stream closed with (0 NO_ERROR). */
   rstCode: number | undefined;
+  /** Whether the stream was still open NO_ANSWER_MS after the request, and the helper cancelled it. */
+  gaveUp: boolean;
 };
 
 /** How long a raw call may go unanswered before the helper gives up on it: a hang is a failure, not a wait. */
@@ -26,7 +28,7 @@ const NO_ANSWER_MS = 15_000;
  * headers given (a POST to `path`, content-type application/grpc, te: trailers, unless
  * overridden), then `body` as it is. With `end: false` the request stays open after the body, as
  * a client still sending would keep it. Resolves when the stream closes, or after NO_ANSWER_MS
- * with whatever came (statusMs undefined when no status did).
+ * with whatever came (`gaveUp`; statusMs undefined when no status came).
  */
 export function rawGrpc(
   url: string,
@@ -53,6 +55,7 @@ export function rawGrpc(
       body: Buffer.alloc(0),
       statusMs: undefined,
       rstCode: undefined,
+      gaveUp: false,
     };
     const chunks: Buffer[] = [];
     const statusFrom = (headers: http2.IncomingHttpHeaders) => {
@@ -70,7 +73,10 @@ export function rawGrpc(
     stream.on("trailers", (trailers) => statusFrom(trailers));
     stream.on("data", (chunk: Buffer) => chunks.push(chunk));
     stream.on("error", () => {});
-    const giveUp = setTimeout(() => stream.close(http2.constants.NGHTTP2_CANCEL), NO_ANSWER_MS);
+    const giveUp = setTimeout(() => {
+      answer.gaveUp = true;
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+    }, NO_ANSWER_MS);
     stream.on("close", () => {
       clearTimeout(giveUp);
       answer.body = Buffer.concat(chunks);

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
+import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
@@ -108,6 +108,7 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
     if (isMetricsScrape(req)) return void serveMetrics(res);
     if (lean(req, res)) return;
     dropUnboundedDeadline(req.headers);
+    endStreamWhenAnswered(req, res);
     void adapter(req as never, res as never);
   };
   // A stream without the token is left to `handle`, which refuses it.
@@ -146,6 +147,30 @@ const STRICT_JSON: { ignoreUnknownFields: boolean } = Object.assign(
   { ignoreUnknownFields: true },
   { textDecoder: new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }) },
 );
+
+/**
+ * On HTTP/2, once connect-node's answer is complete, resets a request stream the caller is still
+ * sending on with NO_ERROR, which asks it to stop (RFC 9113 §8.1), as the lean gRPC path does: a
+ * message refused by its length prefix (4 GiB) is answered at once, and the stream would otherwise
+ * stay open as long as the caller keeps it. The reset waits until the trailers are on the wire
+ * (the stream's local side closed): sent while they are still queued, it overtook them and the
+ * caller got no status. A few turns of the event loop are enough; a caller that does not read
+ * even that long keeps its stream, for the connection's own limits to cut.
+ */
+function endStreamWhenAnswered(req: HttpRequest, res: HttpResponse): void {
+  if (!("stream" in res)) return;
+  const stream = res.stream;
+  let turns = 0;
+  const resetOnceSent = () => {
+    if (req.readableEnded || stream.closed || stream.destroyed) return;
+    if (stream.state.localClose) return void stream.close(constants.NGHTTP2_NO_ERROR);
+    if (++turns < RESET_TURNS) setImmediate(resetOnceSent);
+  };
+  stream.once("wantTrailers", () => setImmediate(resetOnceSent));
+}
+
+/** How many turns of the event loop a finished answer's trailers get to reach the wire before the reset is dropped. */
+const RESET_TURNS = 20;
 
 /** Every service registered on a router, by its fully-qualified name, and grpc.health.v1.Health itself. */
 function servedServices(router: ConnectRouter): string[] {
