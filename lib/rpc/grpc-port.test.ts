@@ -13,6 +13,7 @@ import {
 } from "../../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
 import { grpcEnvelope, rawGrpc } from "../../test/raw-grpc.js";
+import { createLeanTransport } from "./lean-transport.js";
 import { createRpcServer, type RpcServer } from "./server.js";
 
 const CHECK_IN = `/${RecorderService.typeName}/CheckIn`;
@@ -51,11 +52,19 @@ function grpcJsCheckIn(url: string, serverId: string, compress: boolean) {
 
 describe("what an RPC port accepts", () => {
   let server: RpcServer;
+  /** The request headers of every call, as handlers see them. */
+  const seen: Headers[] = [];
   beforeAll(async () => {
     server = await createRpcServer({
       name: "grpc-port-test",
       port: 0,
       isReady: async () => true,
+      interceptors: [
+        (next) => async (req) => {
+          seen.push(req.header);
+          return next(req);
+        },
+      ],
       routes(router) {
         router.service(RecorderService, { checkIn: async (req) => ({ serverId: req.serverId }) });
         router.service(ServersService, {});
@@ -116,6 +125,22 @@ describe("what an RPC port accepts", () => {
       });
       expect(await connect.json()).toMatchObject({ code: "resource_exhausted" });
     });
+  });
+
+  it("gzip is never asked for, nor sent, by the gateway's hop (the lean transport), unary or streaming", async () => {
+    const transport = createLeanTransport({ baseUrl: server.url });
+    seen.length = 0;
+    expect((await createClient(RecorderService, transport).checkIn({ serverId: "s-hop" })).serverId).toBe("s-hop");
+    for await (const update of createClient(Health, transport).watch({ service: "" })) {
+      expect(update.status).toBe(1);
+      break;
+    }
+    await transport.close();
+    expect(seen).toHaveLength(2);
+    for (const header of seen) {
+      const named = [...header.entries()].filter(([name]) => name.includes("encoding"));
+      expect(named.filter(([, value]) => value.includes("gzip"))).toEqual([]);
+    }
   });
 
   describe("an unknown method", () => {
@@ -198,7 +223,7 @@ describe("what an RPC port accepts", () => {
     it("refuses a malformed grpc-timeout as invalid_argument, on the lean path and connect-node's", async () => {
       const watch = `/${Health.typeName}/Watch`;
       const request = grpcEnvelope(toBinary(HealthCheckRequestSchema, create(HealthCheckRequestSchema)));
-      for (const timeout of ["1.5S", "-1S", "123456789S", "10", "1X", "S", "1 S"]) {
+      for (const timeout of ["1.5S", "-1S", "123456789S", "10", "1X", "S", "1 S", ""]) {
         const lean = await rawGrpc(server.url, CHECK_IN, {
           headers: { "grpc-timeout": timeout },
           body: grpcEnvelope(checkIn("s-1")),

@@ -63,7 +63,8 @@ export type RpcServerOptions = {
  * infrastructure with stock gRPC clients over h2c. Unary calls take the lean path (lean-handler.ts);
  * streams and anything else go to connect-node. Every handler runs behind the error interceptor
  * and sees the trusted context (tenant, actor, request id). GET /metrics answers the process's
- * metrics (lib/metrics.ts), behind the internal token like every call.
+ * metrics (lib/metrics.ts), behind the internal token like every call. What a port accepts
+ * (compression, limits, deadlines, unknown methods, health names) is in docs/grpc-port.md.
  */
 export async function createRpcServer(options: RpcServerOptions): Promise<RpcServer> {
   keepByteOrderMarks();
