@@ -12,7 +12,7 @@ import {
   RecorderService,
 } from "../../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
-import { grpcEnvelope, rawGrpc } from "../../test/raw-grpc.js";
+import { grpcEnvelope, grpcPrefix, rawGrpc } from "../../test/raw-grpc.js";
 import { createLeanTransport } from "./lean-transport.js";
 import { createRpcServer, type RpcServer } from "./server.js";
 
@@ -151,6 +151,9 @@ describe("what an RPC port accepts", () => {
         expect(raw.trailersOnly).toBe(true);
         expect(raw.grpcStatus).toBe(String(Code.Unimplemented));
         expect(raw.grpcMessage).toContain(path);
+        // A caller still sending is answered, and its stream ended, without waiting for its body.
+        const open = await rawGrpc(server.url, path, { body: grpcPrefix(0, 1000), end: false });
+        expect([open.grpcStatus, open.gaveUp]).toEqual([String(Code.Unimplemented), false]);
 
         const web = await fetch(`${server.url}${path}`, {
           method: "POST",

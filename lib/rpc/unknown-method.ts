@@ -1,4 +1,4 @@
-import type { Http2ServerResponse } from "node:http2";
+import { constants, type Http2ServerResponse } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { grpcStatus } from "./grpc-unary.js";
 import { type HttpRequest, type HttpResponse, headerObject, headerValue } from "./http-exchange.js";
@@ -30,7 +30,10 @@ export function answerUnknownMethod(req: HttpRequest, res: HttpResponse): void {
   // The request body is not wanted: read and dropped, so the caller is not left blocked on it.
   req.resume();
   if ("stream" in res) {
-    (res as Http2ServerResponse).stream.respond({ ":status": 200, ...headers }, { endStream: true });
+    const stream = (res as Http2ServerResponse).stream;
+    stream.respond({ ":status": 200, ...headers }, { endStream: true });
+    // A caller still sending is asked to stop (RFC 9113 §8.1), as on the lean gRPC path.
+    if (!req.readableEnded) stream.close(constants.NGHTTP2_NO_ERROR);
     return;
   }
   res.writeHead(200, headers);
