@@ -37,7 +37,10 @@ export function readBody(
     };
     req.on("data", onData);
     req.once("end", () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)));
-    req.once("error", () => reject(new ConnectError("the request body was cut short", Code.Canceled)));
+    const cutShort = () => reject(new ConnectError("the request body was cut short", Code.Canceled));
+    req.once("error", cutShort);
+    // An HTTP/2 stream the caller reset (CANCEL, NO_ERROR) closes with neither 'end' nor 'error'.
+    req.once("close", cutShort);
   });
 }
 
@@ -75,14 +78,35 @@ export function isAnswerable(res: HttpResponse): boolean {
   return !res.headersSent && !res.writableEnded && !res.destroyed;
 }
 
+/** The response side of an exchange, on either HTTP version, or an HTTP/2 stream itself. */
+export type CallerExchange = {
+  once(event: "close", listener: () => void): unknown;
+  readonly headersSent: boolean;
+  readonly closed?: boolean;
+  readonly destroyed?: boolean;
+  /** An HTTP/2 compatibility response's stream: the response itself has no `closed`. */
+  readonly stream?: { readonly closed: boolean; readonly destroyed: boolean };
+};
+
 /**
- * Calls `listener` once if the exchange closes before its answer was begun (an HTTP/2 stream
- * reset by the caller counts as ended, so the headers tell, not the writable side).
+ * Whether the exchange closed before its answer was begun: the caller reset its stream or
+ * dropped its connection (an HTTP/2 stream reset by the caller counts as ended, so the headers
+ * tell, not the writable side).
  */
-export function onCallerGone(
-  res: { once(event: "close", listener: () => void): unknown; readonly headersSent: boolean },
-  listener: () => void,
-): void {
+export function isCallerGone(res: CallerExchange): boolean {
+  const target = res.stream ?? res;
+  return !res.headersSent && (target.closed === true || target.destroyed === true);
+}
+
+/**
+ * Calls `listener` once if the exchange closes before its answer was begun, at once if it
+ * already has (a handler may first ask for its signal after the caller left).
+ */
+export function onCallerGone(res: CallerExchange, listener: () => void): void {
+  if (isCallerGone(res)) {
+    listener();
+    return;
+  }
   res.once("close", () => {
     if (!res.headersSent) listener();
   });

@@ -1,6 +1,8 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import { H2_LIMITS, type H2Limits, h2ServerOptions } from "./h2-limits.js";
+import { guardSession, type SessionGuard } from "./h2-session-guard.js";
 import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 
 /** Every HTTP/2 connection opens with this preface; no HTTP/1.x request line starts like it. */
@@ -23,13 +25,16 @@ export type DualListener = {
 export function createDualListener(
   onRequest: (req: HttpRequest, res: HttpResponse) => void,
   onStream: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => boolean,
+  limits: H2Limits = H2_LIMITS,
 ): DualListener {
   const h1 = http.createServer(onRequest);
   // No request listener: the compatibility objects are built only for streams `onStream` leaves.
-  const h2 = http2.createServer();
+  const h2 = http2.createServer(h2ServerOptions(limits));
+  const sessions = new Map<http2.ServerHttp2Session, SessionGuard>();
   h2.on(
     "stream",
     (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
+      sessions.get(stream.session as http2.ServerHttp2Session)?.onStream(stream);
       if (onStream(stream, headers)) return;
       const req = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
       const res = new http2.Http2ServerResponse(stream);
@@ -43,11 +48,15 @@ export function createDualListener(
       onRequest(req, res);
     },
   );
-  const sessions = new Set<http2.ServerHttp2Session>();
   h2.on("session", (session) => {
-    sessions.add(session);
+    sessions.set(session, guardSession(session, limits));
     session.on("close", () => sessions.delete(session));
   });
+  const guard = setInterval(() => {
+    const now = Date.now();
+    for (const sessionGuard of sessions.values()) sessionGuard.check(now);
+  }, limits.checkIntervalMs);
+  guard.unref();
   let closing = false;
   // A response written while draining tells the HTTP/1.1 caller not to reuse the connection.
   h1.on("request", (_req, res: http.ServerResponse) => {
@@ -84,10 +93,10 @@ export function createDualListener(
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       h1.closeIdleConnections();
       // GOAWAY: no new streams on open sessions, in-flight ones finish.
-      for (const session of sessions) session.close();
+      for (const session of sessions.keys()) session.close();
       const timer = setTimeout(() => {
         h1.closeAllConnections();
-        for (const session of sessions) session.destroy();
+        for (const session of sessions.keys()) session.destroy();
       }, graceMs);
       timer.unref();
       // Connections that finish their last request while draining are closed as they go idle.
@@ -96,6 +105,7 @@ export function createDualListener(
       await closed;
       clearTimeout(timer);
       clearInterval(idle);
+      clearInterval(guard);
     },
   };
 }

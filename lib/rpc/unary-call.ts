@@ -10,7 +10,7 @@ import {
   type UnaryResponse,
 } from "@connectrpc/connect";
 import { encodeBinary, encodeCompiled } from "./binary-encoder.js";
-import { onCallerGone } from "./http-exchange.js";
+import { type CallerExchange, isCallerGone, onCallerGone } from "./http-exchange.js";
 import type { UnaryRoute } from "./unary-routes.js";
 
 /** What the lean path runs every call with. */
@@ -31,6 +31,8 @@ export type CallInput = {
   timeoutMs: number | undefined;
   /** Subscribes to the caller going away before its answer was written. */
   onCallerGone(listener: () => void): void;
+  /** Whether the caller has gone already (reset its stream, dropped its connection). */
+  isCallerGone(): boolean;
 };
 
 export type CallOutcome =
@@ -45,6 +47,8 @@ export type CallOutcome =
     }
   | { ok: false; error: ConnectError; header?: Headers; trailer?: Headers };
 
+const CALLER_GONE = new ConnectError("the caller went away before its call ran", Code.Canceled);
+
 /** The largest deadline a timer can hold; a longer one is no deadline in practice. */
 export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
@@ -53,7 +57,7 @@ export function callOf(
   route: UnaryRoute,
   protocolName: CallInput["protocolName"],
   req: { url?: string; headers: IncomingHttpHeaders },
-  res: Parameters<typeof onCallerGone>[0],
+  res: CallerExchange,
   timeoutMs: number | undefined,
   options: LeanOptions,
 ): CallInput {
@@ -65,6 +69,7 @@ export function callOf(
     values: options.contextValues(req),
     timeoutMs: timeoutMs !== undefined && timeoutMs <= MAX_TIMEOUT_MS ? timeoutMs : undefined,
     onCallerGone: (listener) => onCallerGone(res, listener),
+    isCallerGone: () => isCallerGone(res),
   };
 }
 
@@ -268,6 +273,9 @@ export function runUnaryCall(
   message: MessageShape<DescMessage>,
   interceptors: readonly Interceptor[],
 ): Promise<CallOutcome> {
+  // A call whose caller already left (a stream reset right after its request, the "rapid reset"
+  // pattern) is not run at all: nobody would read its answer.
+  if (input.isCallerGone()) return Promise.resolve({ ok: false, error: CALLER_GONE });
   const deadline = input.timeoutMs === undefined ? undefined : Date.now() + input.timeoutMs;
   const ctx = new LazyContext(input, deadline);
   const { route } = input;

@@ -1,0 +1,120 @@
+import http2, { type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
+import { logger } from "../log.js";
+import type { H2Limits } from "./h2-limits.js";
+
+const log = logger("lib:rpc:h2");
+
+const { NGHTTP2_ENHANCE_YOUR_CALM } = http2.constants;
+
+export type SessionGuard = {
+  /** Every stream of the session, as the server gets it. */
+  onStream(stream: ServerHttp2Stream): void;
+  /** Looks for a stalled reader or a wedged decoder; called every `checkIntervalMs`. */
+  check(now: number): void;
+};
+
+/**
+ * What node:http2 does not watch on a server session, watched:
+ * - early resets: streams the peer resets before their answer was all written, whatever the
+ *   error code (a reset just after a quick answer is as much a free call as one before it).
+ *   Past a burst and a rate (H2_LIMITS), the session is sent GOAWAY(ENHANCE_YOUR_CALM) and cut.
+ * - a stalled reader: data owed on a stream and too little of it read for `stallTimeoutMs`.
+ * - a wedged decoder: nghttp2 answers a header field too large for HPACK (over 64 KiB) with
+ *   GOAWAY(COMPRESSION_ERROR) and stops reading, but Node never closes the connection, so the
+ *   caller waits for its deadline (C-core forever without one). The session is then seen to have
+ *   begun a stream Node never gave us; a PING it does not answer within `wedgeTimeoutMs` proves it
+ *   reads nothing any more, and it is cut.
+ */
+export function guardSession(session: ServerHttp2Session, limits: H2Limits, now = Date.now()): SessionGuard {
+  const streams = new Set<ServerHttp2Stream>();
+  let highestStreamId = 0;
+  let resetTokens = limits.earlyResetBurst;
+  let refilledAt = now;
+  let owedSince: number | undefined;
+  let writtenMark = 0;
+  let lastRead = -1;
+  let pingSentAt: number | undefined;
+
+  const cut = (reason: string, fields: Record<string, unknown>) => {
+    if (session.destroyed) return;
+    log.warn({ ...fields, remote: session.socket?.remoteAddress }, reason);
+    // null, not undefined: undefined takes destroy's default (NO_ERROR), which overrides the code.
+    session.destroy(null as unknown as undefined, NGHTTP2_ENHANCE_YOUR_CALM);
+  };
+
+  const spendEarlyReset = () => {
+    const at = Date.now();
+    resetTokens = Math.min(
+      limits.earlyResetBurst,
+      resetTokens + ((at - refilledAt) / 1000) * limits.earlyResetsPerSecond,
+    );
+    refilledAt = at;
+    resetTokens -= 1;
+    if (resetTokens < 0) {
+      cut("HTTP/2 session cut: streams reset before their answer faster than a client does", {
+        burst: limits.earlyResetBurst,
+        perSecond: limits.earlyResetsPerSecond,
+      });
+    }
+  };
+
+  const checkStall = (at: number) => {
+    let owed = false;
+    for (const stream of streams) {
+      if (stream.writableLength > 0) {
+        owed = true;
+        break;
+      }
+    }
+    const written = session.socket?.bytesWritten ?? 0;
+    if (!owed || owedSince === undefined || written - writtenMark >= limits.stallMinProgressBytes) {
+      owedSince = owed ? at : undefined;
+      writtenMark = written;
+      return;
+    }
+    if (at - owedSince >= limits.stallTimeoutMs) {
+      cut("HTTP/2 session cut: the peer stopped reading what it asked for", {
+        stalledMs: at - owedSince,
+        openStreams: streams.size,
+      });
+    }
+  };
+
+  const checkWedged = (at: number) => {
+    const read = session.socket?.bytesRead ?? 0;
+    const quiet = read === lastRead;
+    lastRead = read;
+    if (pingSentAt !== undefined) {
+      if (at - pingSentAt >= limits.wedgeTimeoutMs) {
+        cut("HTTP/2 session cut: it stopped reading (a header block its decoder refused)", {});
+      }
+      return;
+    }
+    if (!quiet || (session.state.lastProcStreamID ?? 0) <= highestStreamId) return;
+    pingSentAt = at;
+    const sent = session.ping((err) => {
+      // Answered: the session still reads; the stream it began and we never got was refused alone.
+      if (err) return;
+      pingSentAt = undefined;
+      highestStreamId = Math.max(highestStreamId, session.state.lastProcStreamID ?? 0);
+    });
+    if (!sent) pingSentAt = undefined;
+  };
+
+  return {
+    onStream(stream) {
+      streams.add(stream);
+      highestStreamId = Math.max(highestStreamId, stream.id ?? 0);
+      stream.once("close", () => {
+        streams.delete(stream);
+        // Closed before our answer was all written: the peer reset it (our own answers end it).
+        if (!stream.writableFinished && !session.destroyed) spendEarlyReset();
+      });
+    },
+    check(at) {
+      if (session.destroyed) return;
+      checkStall(at);
+      checkWedged(at);
+    },
+  };
+}
