@@ -139,7 +139,8 @@ export function grpcDataFrame(streamId: number, message: Uint8Array, endStream =
 
 /**
  * A client connection speaking raw frames. It sends the preface and `settings`, acknowledges the
- * server's SETTINGS, and records every frame the server sends; it never sends WINDOW_UPDATE on
+ * server's SETTINGS and PINGs (as every HTTP/2 stack does, even one that reads nothing else), and
+ * records every frame the server sends; it never sends WINDOW_UPDATE on
  * its own, so a test decides how much the server may send.
  */
 export class RawH2Client {
@@ -249,6 +250,9 @@ export class RawH2Client {
       this.frames.push(f);
       if (f.type === FRAME.SETTINGS && (f.flags & FLAG.ACK) === 0) {
         void this.write(frame(FRAME.SETTINGS, FLAG.ACK, 0));
+      }
+      if (f.type === FRAME.PING && (f.flags & FLAG.ACK) === 0) {
+        void this.write(frame(FRAME.PING, FLAG.ACK, 0, f.payload));
       }
     }
     this.wake();

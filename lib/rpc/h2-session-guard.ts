@@ -32,6 +32,7 @@ export function guardSession(session: ServerHttp2Session, limits: H2Limits, now 
   let refilledAt = now;
   let owedSince: number | undefined;
   let writtenMark = 0;
+  let owedMark = 0;
   let lastRead = -1;
   let pingSentAt: number | undefined;
 
@@ -59,22 +60,22 @@ export function guardSession(session: ServerHttp2Session, limits: H2Limits, now 
   };
 
   const checkStall = (at: number) => {
-    let owed = false;
-    for (const stream of streams) {
-      if (stream.writableLength > 0) {
-        owed = true;
-        break;
-      }
-    }
+    let owed = 0;
+    for (const stream of streams) owed += stream.writableLength;
     const written = session.socket?.bytesWritten ?? 0;
-    if (!owed || owedSince === undefined || written - writtenMark >= limits.stallMinProgressBytes) {
-      owedSince = owed ? at : undefined;
+    // Progress: the minimum read, or all that was owed when the period began (a long-lived
+    // stream's small message, written just before a look, is drained by the next).
+    const progressed = written - writtenMark >= Math.min(limits.stallMinProgressBytes, owedMark);
+    if (owed === 0 || owedSince === undefined || progressed) {
+      owedSince = owed > 0 ? at : undefined;
       writtenMark = written;
+      owedMark = owed;
       return;
     }
     if (at - owedSince >= limits.stallTimeoutMs) {
       cut("HTTP/2 session cut: the peer stopped reading what it asked for", {
         stalledMs: at - owedSince,
+        owedBytes: owed,
         openStreams: streams.size,
       });
     }
