@@ -61,11 +61,12 @@ export const H2_LIMITS = {
   stallMinProgressBytes: 16 * 1024,
   /**
    * How long a session suspected of no longer reading (h2-session-guard.ts) has to answer a PING
-   * before it is cut: a live peer on the internal network answers in milliseconds.
+   * before it is cut: a live peer on the internal network answers in milliseconds. A session
+   * whose PING is not even written by the next look is cut then (half a second to a second).
    */
   wedgeTimeoutMs: 3_000,
   /** How often the sessions are looked at for a stall or a wedged decoder. */
-  checkIntervalMs: 1_000,
+  checkIntervalMs: 500,
 } as const;
 
 export type H2Limits = { -readonly [K in keyof typeof H2_LIMITS]: number };

@@ -4,7 +4,17 @@ import type { H2Limits } from "./h2-limits.js";
 
 const log = logger("lib:rpc:h2");
 
-const { NGHTTP2_ENHANCE_YOUR_CALM } = http2.constants;
+const { NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_NO_ERROR } = http2.constants;
+
+/**
+ * Whether the peer reset a stream before its answer was done: before it began (with any code,
+ * NO_ERROR included: Node marks the stream aborted), or during it with an error code. A stream we
+ * answered to the end closes with NO_ERROR. (Node ends the writable side of a reset stream itself,
+ * so `writableFinished` cannot tell.)
+ */
+function isEarlyReset(stream: ServerHttp2Stream): boolean {
+  return stream.aborted || !stream.headersSent || (stream.rstCode ?? NGHTTP2_NO_ERROR) !== NGHTTP2_NO_ERROR;
+}
 
 export type SessionGuard = {
   /** Every stream of the session, as the server gets it. */
@@ -15,15 +25,15 @@ export type SessionGuard = {
 
 /**
  * What node:http2 does not watch on a server session, watched:
- * - early resets: streams the peer resets before their answer was all written, whatever the
- *   error code (a reset just after a quick answer is as much a free call as one before it).
+ * - early resets: streams the peer resets before their answer was done (isEarlyReset), whatever
+ *   the error code: Node's own limiter never counts a reset with NO_ERROR.
  *   Past a burst and a rate (H2_LIMITS), the session is sent GOAWAY(ENHANCE_YOUR_CALM) and cut.
  * - a stalled reader: data owed on a stream and too little of it read for `stallTimeoutMs`.
  * - a wedged decoder: nghttp2 answers a header field too large for HPACK (over 64 KiB) with
  *   GOAWAY(COMPRESSION_ERROR) and stops reading, but Node never closes the connection, so the
  *   caller waits for its deadline (C-core forever without one). The session is then seen to have
- *   begun a stream Node never gave us; a PING it does not answer within `wedgeTimeoutMs` proves it
- *   reads nothing any more, and it is cut.
+ *   begun a stream Node never gave us; a PING it cannot even write (or one unanswered within
+ *   `wedgeTimeoutMs`) proves it reads nothing any more, and it is cut.
  */
 export function guardSession(session: ServerHttp2Session, limits: H2Limits, now = Date.now()): SessionGuard {
   const streams = new Set<ServerHttp2Stream>();
@@ -34,7 +44,7 @@ export function guardSession(session: ServerHttp2Session, limits: H2Limits, now 
   let writtenMark = 0;
   let owedMark = 0;
   let lastRead = -1;
-  let pingSentAt: number | undefined;
+  let ping: { sentAt: number; written: number } | undefined;
 
   const cut = (reason: string, fields: Record<string, unknown>) => {
     if (session.destroyed) return;
@@ -83,23 +93,29 @@ export function guardSession(session: ServerHttp2Session, limits: H2Limits, now 
 
   const checkWedged = (at: number) => {
     const read = session.socket?.bytesRead ?? 0;
+    const written = session.socket?.bytesWritten ?? 0;
     const quiet = read === lastRead;
     lastRead = read;
-    if (pingSentAt !== undefined) {
-      if (at - pingSentAt >= limits.wedgeTimeoutMs) {
-        cut("HTTP/2 session cut: it stopped reading (a header block its decoder refused)", {});
+    if (ping !== undefined) {
+      // A live session writes a PING at once; a terminated nghttp2 session writes nothing more,
+      // so a PING still unwritten a look later proves it, without waiting for the timeout.
+      const unsent = written === ping.written && at > ping.sentAt;
+      if (unsent || at - ping.sentAt >= limits.wedgeTimeoutMs) {
+        cut("HTTP/2 session cut: it stopped reading (a header block its decoder refused)", {
+          pingUnsent: unsent,
+        });
       }
       return;
     }
     if (!quiet || (session.state.lastProcStreamID ?? 0) <= highestStreamId) return;
-    pingSentAt = at;
+    ping = { sentAt: at, written };
     const sent = session.ping((err) => {
       // Answered: the session still reads; the stream it began and we never got was refused alone.
       if (err) return;
-      pingSentAt = undefined;
+      ping = undefined;
       highestStreamId = Math.max(highestStreamId, session.state.lastProcStreamID ?? 0);
     });
-    if (!sent) pingSentAt = undefined;
+    if (!sent) ping = undefined;
   };
 
   return {
@@ -108,8 +124,7 @@ export function guardSession(session: ServerHttp2Session, limits: H2Limits, now 
       highestStreamId = Math.max(highestStreamId, stream.id ?? 0);
       stream.once("close", () => {
         streams.delete(stream);
-        // Closed before our answer was all written: the peer reset it (our own answers end it).
-        if (!stream.writableFinished && !session.destroyed) spendEarlyReset();
+        if (isEarlyReset(stream) && !session.destroyed) spendEarlyReset();
       });
     },
     check(at) {
