@@ -11,6 +11,7 @@ import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
 import { deleteNamespaceStreams } from "../lib/bus/_testing.js";
 import { internalTokenInterceptor } from "../lib/rpc/internal-token.js";
 import { freePorts, freeServicePorts } from "./free-port.js";
+import { accepts } from "./nats-server.js";
 
 /**
  * The end-to-end harness: boots the real system from the compiled entry (`dist/start.js`, built by
@@ -141,6 +142,17 @@ async function waitReady(url: string, procs: Proc[]): Promise<void> {
   );
 }
 
+/** Waits until `proc` accepts connections on `port` (it listens once it is ready to serve). */
+async function waitAccepting(port: number, proc: Proc): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (!(await accepts(port))) {
+    if (proc.child.exitCode !== null)
+      throw new Error(`${proc.name} exited before it listened:\n${proc.output.join("")}`);
+    if (Date.now() > deadline) throw new Error(`${proc.name} not listening on ${port} after ${READY_TIMEOUT_MS} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 async function stopAll(procs: Proc[]): Promise<(number | null)[]> {
   return Promise.all(
     procs.map(
@@ -212,6 +224,10 @@ function system(
       if (!proc) throw new Error(`no process ${name}`);
       if (proc.child.exitCode === null && proc.child.signalCode === null) throw new Error(`${name} is still running`);
       proc.relaunch();
+      // The gateway's readiness answer may be a second old (gateway/main.ts): a service is first
+      // waited for on its own port, so a stale "ready" from before the kill cannot end the wait.
+      const own = ownServiceUrls[name];
+      if (own) await waitAccepting(Number(new URL(own).port), proc);
       await waitReady(`${gatewayUrls[0]}/readyz`, procs);
     },
     stop,
