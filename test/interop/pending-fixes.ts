@@ -5,6 +5,5 @@
  */
 export const pendingFixes = new Set([
   // Python (test/interop-python.test.ts)
-  "test_point1_a_metadata_value_over_64_kib_is_resource_exhausted_at_once",
   // grpc-js and buf curl (test/grpc-clients.test.ts)
 ]);
