@@ -1,8 +1,7 @@
 // Issue 29's points through the other clients we did not write, beside the Python suite
 // (test/interop-python.test.ts): grpc-js (@grpc/grpc-js, the stock Node client) and `buf curl` (Go's
 // gRPC over net/http2, with proto/ as its schema), against the shared systems of both modes, on the
-// gateway's internal port and each service's own. Tests named in pendingFixes are expected to fail
-// until the fixes of points 2-4 merge.
+// gateway's internal port and each service's own.
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -25,7 +24,6 @@ import { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
 import { CheckInRequestSchema, RecorderService } from "../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
 import { WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
-import { pendingFixes } from "./interop/pending-fixes.js";
 import { sharedSystems } from "./shared-system.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/");
@@ -95,9 +93,8 @@ async function bufCurl(url: string, path: string, body: unknown): Promise<Record
 describe.each(sharedSystems())("grpc-js and buf curl: issue 29's points ($mode mode)", (sys) => {
   const everyPort = [sys.internalUrl, ...Object.values(sys.ownServiceUrls)];
   const recorderPorts = [sys.internalUrl, sys.ownServiceUrls.servers as string];
-  const test = (name: string, fn: () => Promise<void>) => (pendingFixes.has(name) ? it.fails : it)(name, fn);
 
-  test("point 1: a metadata value of 65 545 bytes gets a gRPC status at once, not a hang to the deadline (grpc-js)", async () => {
+  it("point 1: a metadata value of 65 545 bytes gets a gRPC status at once, not a hang to the deadline (grpc-js)", async () => {
     const metadata = new grpc.Metadata();
     metadata.set("x-big", "a".repeat(65_545));
     for (const url of recorderPorts) {
@@ -116,13 +113,13 @@ describe.each(sharedSystems())("grpc-js and buf curl: issue 29's points ($mode m
     }
   });
 
-  test("point 2: a grpc-js channel with gzip works on every port", async () => {
+  it("point 2: a grpc-js channel with gzip works on every port", async () => {
     for (const url of everyPort) {
       expect(await grpcJsHealth(url, "", { "grpc.default_compression_algorithm": 2 }), url).toBe("SERVING");
     }
   });
 
-  test("point 3: an unknown method is UNIMPLEMENTED with a gRPC status, not an HTTP 404", async () => {
+  it("point 3: an unknown method is UNIMPLEMENTED with a gRPC status, not an HTTP 404", async () => {
     for (const url of everyPort) {
       for (const path of [`/${RecorderService.typeName}/NoSuchMethod`, "/no.such.v1.Service/Call"]) {
         const res = await grpcJsCall(url, path, HealthCheckRequestSchema, {});
@@ -132,7 +129,7 @@ describe.each(sharedSystems())("grpc-js and buf curl: issue 29's points ($mode m
     }
   });
 
-  test("point 4: Health on the gateway's internal port names every service it forwards (grpc-js, buf curl)", async () => {
+  it("point 4: Health on the gateway's internal port names every service it forwards (grpc-js, buf curl)", async () => {
     for (const name of everyName) expect(await grpcJsHealth(sys.internalUrl, name), name).toBe("SERVING");
     const res = await bufCurl(sys.internalUrl, `/${Health.typeName}/Check`, { service: RecorderService.typeName });
     expect(res).toEqual({ status: "SERVING" });
