@@ -1,5 +1,6 @@
-// The README's request-signing example is what a user without TypeScript runs: it must be the
-// file examples/sign-request.mjs word for word, and that file, run by plain `node`, must get a 200.
+// The docs' examples are what a user without TypeScript runs: the README's request-signing example
+// must be the file examples/sign-request.mjs word for word, docs/webhooks.md's receiver the file
+// examples/webhook-receiver.mjs, and each file, run by plain `node`, must do what the text says.
 import { execFile, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { request } from "node:https";
@@ -52,10 +53,10 @@ describe("README: signing a request", () => {
 
 const RECEIVER = "examples/webhook-receiver.mjs";
 
-describe("README: a webhook receiver", () => {
+describe("docs/webhooks.md: a webhook receiver", () => {
   it(`shows ${RECEIVER} verbatim`, () => {
     const example = readFileSync(join(root, RECEIVER), "utf8");
-    expect(jsBlocks(readFileSync(join(root, "README.md"), "utf8"))).toContain(example);
+    expect(jsBlocks(readFileSync(join(root, "docs", "webhooks.md"), "utf8"))).toContain(example);
   });
 
   describe.each(sharedSystems())("$mode system", (sys) => {
