@@ -49,10 +49,13 @@ describe("the manifest checks", () => {
 });
 
 const operations = readFileSync(join(root, "..", "shared", "spec", "operations.md"), "utf8");
-const readme = readFileSync(join(root, "README.md"), "utf8");
+const configurationDoc = readFileSync(join(root, "docs", "configuration.md"), "utf8");
 const deployReadme = readFileSync(join(root, "deploy", "README.md"), "utf8");
-/** The README's configuration table: where operations.md is silent, our documented variables. */
-const readmeConfiguration = readme.slice(readme.indexOf("## Configuration"), readme.indexOf("## replayctl"));
+/** docs/configuration.md's table: where operations.md is silent, our documented variables. */
+const documentedVariables = configurationDoc.slice(
+  configurationDoc.indexOf("## Variables"),
+  configurationDoc.indexOf("## Start and stop"),
+);
 /** How long a process drains after SIGTERM (operations.md: up to 10 s). */
 const DRAIN_SECONDS = 10;
 const SECRET_PLACEHOLDERS: Record<string, string> = {
@@ -92,7 +95,7 @@ describe.each(["overlays/dev", "overlays/prod"])("deploy/k8s/%s matches the code
     }
   });
 
-  it("sets only variables the configuration reads and the operations contract or README documents", () => {
+  it("sets only variables the configuration reads and the operations contract or docs/configuration.md documents", () => {
     for (const d of deployments) {
       const env = containerEnv(d, objects, SECRET_PLACEHOLDERS);
       // What the configuration really asks the environment for, when this process starts.
@@ -106,8 +109,8 @@ describe.each(["overlays/dev", "overlays/prod"])("deploy/k8s/%s matches the code
       loadConfig(watched, processOf(d), mountedFile);
       for (const name of Object.keys(env)) {
         expect(read.has(name), `${name} (${d.metadata.name}) read by lib/config.ts`).toBe(true);
-        const documented = operations.includes(`\`${name}\``) || readmeConfiguration.includes(`\`${name}\``);
-        expect(documented, `${name} (${d.metadata.name}) in operations.md or README "Configuration"`).toBe(true);
+        const documented = operations.includes(`\`${name}\``) || documentedVariables.includes(`\`${name}\``);
+        expect(documented, `${name} (${d.metadata.name}) in operations.md or docs/configuration.md`).toBe(true);
       }
     }
   });
