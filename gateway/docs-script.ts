@@ -24,7 +24,8 @@ export async function loadDocsScript(): Promise<DocsScript> {
   const identity = await readFile(join(dirname(entry), "js", "standalone.js"));
   const [gzipped, brotli] = await Promise.all([
     promisify(gzip)(identity, { level: 9 }),
-    // Quality 9 of 11: 875 KB against 793 KB, in 0.3 s against 5.5 s, once per process start.
+    // Quality 9 of 11: nearly the size of 11 in a small part of its time, once per process start
+    // (docs/performance.md).
     promisify(brotliCompress)(identity, {
       params: { [constants.BROTLI_PARAM_QUALITY]: 9, [constants.BROTLI_PARAM_SIZE_HINT]: identity.length },
     }),

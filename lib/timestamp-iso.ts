@@ -9,8 +9,8 @@ const THREE_DIGITS = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3
 
 /**
  * `timestampDate(ts).toISOString()` without the Date: the JSON answers carry two timestamps a
- * row, and the Date plus its formatting cost ~0.9 µs each (4% of the gateway process on a 20-server
- * list); this arithmetic costs a fifth of that. Same text for every timestamp (the same
+ * row, and the Date plus its formatting was a visible share of the gateway process on a list of
+ * servers; this arithmetic costs a fraction of it (docs/performance.md). Same text for every timestamp (the same
  * milliseconds: timestampMs, as timestampDate); outside years 0-9999 (toISOString's six-digit years) and for
  * what a Date cannot hold, timestampDate's own answer or error.
  */

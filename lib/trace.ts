@@ -61,7 +61,7 @@ export function nextSpan(parent: TraceContext | undefined, requestId?: string): 
 }
 
 // Ids come from a pool of random bytes refilled 4 KiB at a time: a randomBytes call per id (a
-// getrandom syscall each) cost the gateway ~6 µs a request, more than a third of a /healthz.
+// getrandom syscall each) cost the gateway a large share of a /healthz (docs/performance.md).
 const idPool = Buffer.allocUnsafe(4096);
 let idPoolOffset = idPool.length;
 

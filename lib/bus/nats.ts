@@ -39,8 +39,8 @@ const pullBatch = 16;
  * How long one pull request of a consume lasts (nats.js: 30 s). The client watches the server's
  * heartbeats at half of it and pulls afresh after two missed ones: a pull left pending on a
  * consumer leader that died (a cluster node lost while this client stays connected to another) is
- * replaced within seconds (3.6-5.2 s measured) instead of after 44 s with nats.js's default
- * (test/faults/nats-cluster.test.ts). An idle consumer sends one pull request per period: nothing
+ * replaced within seconds instead of after the better part of a minute with nats.js's default
+ * (test/faults/nats-cluster.test.ts; the figures are in docs/performance.md). An idle consumer sends one pull request per period: nothing
  * to speak of.
  */
 const pullExpiresMs = 3_000;

@@ -44,8 +44,8 @@ export function createPgDb(options: PgOptions): Db {
     max: options.poolMax ?? 10,
     application_name: options.applicationName ?? schema,
     // Every statement here is short OLTP. JIT compiles a plan whose estimate crosses
-    // jit_above_cost (a young table's stale statistics suffice): the webhooks claim spent 340 ms
-    // compiling to run for 4 ms.
+    // jit_above_cost (a young table's stale statistics suffice): the webhooks claim spent far longer
+    // compiling than running (docs/performance.md).
     options: "-c jit=off",
     types,
     // tls.connect's own checks (chain to this CA, then the host name pg passes as servername, or

@@ -8,10 +8,10 @@ import { sourceFolder } from "../paths.js";
  * The embedded database's initdb template: the files of a freshly initialised PGlite cluster, made
  * once per PGlite version (`npm run build`, which `npm ci` and `npm start` run) and copied into a
  * new DATA_DIR instead of running initdb in the process. initdb in PGlite starts a second Postgres
- * and the initdb program in WebAssembly beside the first: about 2.5 s and 450 MiB more resident
- * memory than opening an existing cluster. A copy of the ~40 MB of files costs about 0.1 s and
- * no memory, and beats loading a dump (`loadDataDir`), which unpacks a tarball through PGlite's
- * in-memory file system (0.4 s and 130 MiB more).
+ * and the initdb program in WebAssembly beside the first: seconds and hundreds of MiB more resident
+ * memory than opening an existing cluster. A copy of the files costs a fraction of a second and no
+ * memory, and beats loading a dump (`loadDataDir`), which unpacks a tarball through PGlite's
+ * in-memory file system (time and memory on top; docs/performance.md).
  *
  * Layout: `<cacheDir>/pglite-<version>/{template.json,pgdata/}`. The directory is built under a
  * temporary name and renamed into place, so a reader sees a whole template or none, and concurrent

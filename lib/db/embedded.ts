@@ -114,8 +114,8 @@ async function ready(pglite: PGlite): Promise<PGlite> {
   }
 }
 
-// initdb costs 1.3 to 2 s per instance; a freshly initialised cluster's files, loaded into each
-// later in-memory instance of the process (the tests' databases), cost about a fifth of that.
+// initdb costs seconds per instance; a freshly initialised cluster's files, loaded into each later
+// in-memory instance of the process (the tests' databases), cost a fraction of that (docs/performance.md).
 let freshCluster: Promise<Blob> | undefined;
 
 function freshClusterDump(): Promise<Blob> {

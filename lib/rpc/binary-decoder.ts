@@ -43,8 +43,8 @@ export function decodeCompiled<Desc extends DescMessage>(
 /**
  * BinaryReader with a fast path for the strings an internal call carries: ids, names, versions,
  * nearly all short and ASCII. protobuf-es reads each string as a `subarray` (a Buffer object when
- * the bytes are a Buffer, as every body on the wire is) handed to a TextDecoder call: together 40% of
- * decoding a 20-entry ListServersResponse. An all-ASCII string is read from the Buffer itself as
+ * the bytes are a Buffer, as every body on the wire is) handed to a TextDecoder call: most of the
+ * cost of decoding a list of servers (docs/performance.md). An all-ASCII string is read from the Buffer itself as
  * latin1, which for ASCII is its UTF-8 text (and valid UTF-8, so `strict` has nothing to refuse);
  * any other string, a plain Uint8Array's included, goes the BinaryReader's way.
  */

@@ -401,7 +401,7 @@ function ownAccessors(value: object): string[] {
 
 describe("the lean path's per-call objects", () => {
   // An object literal's getter pins the whole call through every young collection (unary-call.ts,
-  // LazyResponse): the RPC server's young collections took ~10 ms instead of ~1.
+  // LazyResponse): the RPC server's young collections took many times longer (docs/performance.md).
   it("have no own accessors, on the server and in the client, and still read lazily", async () => {
     const seen: { request: string[]; response: string[]; header?: string | null; aborted?: boolean } = {
       request: [],

@@ -93,7 +93,7 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
     // gzip is accepted (a stock gRPC client may send it; compression.ts bounds what it inflates to)
     // but never asked for inside the cluster: the gateway's hop sends and accepts none, since gzip
     // there costs more CPU than the bytes it saves (it was the largest single cost of a servers
-    // list in the gateway benchmark, 11% and 20% of the two processes). Compressed calls are
+    // list in the gateway benchmark: docs/performance.md). Compressed calls are
     // served here, by connect-node; the lean path takes only uncompressed ones.
     acceptCompression: ACCEPT_COMPRESSION,
     compressMinBytes: COMPRESS_MIN_BYTES,

@@ -157,8 +157,8 @@ function toHeaders(raw: IncomingHttpHeaders): Headers {
  * a new getter closure, and V8 keeps it in an accessor pair it allocates in the old generation. A
  * young collection takes every old-to-young pointer as a root until the next full collection, so
  * each call's closure, and through it the call's whole exchange (request, response, buffers), outlived
- * every young collection and was promoted: young collections of ~10 ms instead of ~1 in the RPC
- * server, a third more CPU per call. Getters on a class's prototype are shared and cost nothing per
+ * every young collection and was promoted: young collections many times longer in the RPC server,
+ * and more CPU per call (docs/performance.md). Getters on a class's prototype are shared and cost nothing per
  * call. The one thing lost: `{ ...res }` copies own fields, not prototype getters; no interceptor of
  * ours copies a unary request or response.
  */

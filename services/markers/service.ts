@@ -16,7 +16,7 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
 /**
  * How long a create or a list waits for the projections to learn of a replay or recording it does
- * not know yet (README "Timeline markers"): a recording started a moment ago reaches them within
+ * not know yet (docs/decisions.md, "Timeline markers"): a recording started a moment ago reaches them within
  * milliseconds normally, and within the bus's one-second poll at worst.
  */
 export const PROJECTION_WAIT_MS = 3000;
@@ -62,8 +62,8 @@ async function resolveServerTarget(q: Queryable, tenantId: string, serverId: str
 /**
  * The most creates in one statement, and the statements at once: two, so that the creates that
  * arrive while one runs go together into the next, and Node builds one statement while Postgres
- * runs the other (`npm run bench markers` at 64 connections: 0.53 of the baseline in one run with
- * one at a time; 0.53-0.88 over five runs with two, README "Performance"). Two statements lock their replays in id order, so they never deadlock,
+ * runs the other (`npm run bench markers` at 64 connections did better with two than with one:
+ * docs/performance.md). Two statements lock their replays in id order, so they never deadlock,
  * and each re-reads the counts after its locks, so the cap stays exact.
  */
 const CREATE_BATCH_MAX = 256;
@@ -108,7 +108,7 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
   /** Existence, then the cap (the proto's order), for a create whose key, if any, is settled. */
   async function insert(q: Queryable, tenantId: string, input: MarkerInput, into: InsertMarker): Promise<MarkerRow> {
     // Fields named one by one: a rest pattern and spreads with more properties after them take
-    // V8's slow path (~5.5 µs a create against ~0.15 µs, a twentieth of the service's CPU).
+    // V8's slow path (docs/engineering.md; it was a visible share of the service's CPU, docs/performance.md).
     const { target, tick, label, category, colour, icon, actor } = input;
     const serverId = target.serverId ?? null;
     const replayId = target.replayId ?? (await resolveServerTarget(q, tenantId, target.serverId as string));

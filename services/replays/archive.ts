@@ -10,8 +10,8 @@ export const ARCHIVE_MAX_BYTES = 1024 ** 3;
 
 /**
  * How long the end of an upload's stream waits for a reset sent with it (archiveChunks): the two
- * frames leave a Node client in one go and arrive a few milliseconds apart (3 ms measured on an idle
- * machine; more on a busy one, or with the gateway's hop between). Once per upload, so cheap. A
+ * frames leave a Node client in one go and arrive a few milliseconds apart (more on a busy machine,
+ * or with the gateway's hop between; docs/performance.md). Once per upload, so cheap. A
  * recorder that declares size_bytes needs none of it.
  */
 export const END_GRACE_MS = 50;

@@ -29,7 +29,7 @@ import { type Action, type AssetStep, nextState } from "./transitions.js";
 /**
  * How long a replay is kept, and stays hot, from the start of its recording, in days, for a tenant
  * whose plan has not reached this service yet (and in plan events from before the plan had them).
- * Otherwise the plan's own values apply (README "Recording lifecycle").
+ * Otherwise the plan's own values apply (docs/decisions.md, "Recording lifecycle").
  */
 export const DEFAULT_RETENTION_DAYS = 90;
 export const DEFAULT_HOT_DAYS = 30;
@@ -172,7 +172,7 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
             }
             if (await store.findRecordingByServer(tx, serverId)) throw recordingInProgress(serverId);
             // A tenant whose plan has not reached this projection yet (plan version 0 or no row) has no
-            // known quota: its recordings are not refused until the plan arrives (README).
+            // known quota: its recordings are not refused until the plan arrives (docs/decisions.md).
             const storage = await store.findTenantStorage(tx, server.tenant_id);
             if (storage && storage.plan_version > 0n && storage.storage_used_bytes >= storage.storage_quota_bytes) {
               throw new DomainError("STORAGE_QUOTA_EXCEEDED", "the tenant's storage quota is used up");

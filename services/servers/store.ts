@@ -107,7 +107,7 @@ export async function updateServerSeen(
  * The arrays are read through scalar subqueries so that the planner cannot see their lengths: with
  * `unnest($1)` each execution's custom plan knows the batch size, is estimated cheaper than the
  * generic one (which assumes 10 rows) whenever a batch is small, and Postgres plans the statement
- * anew every time (~250 µs of its CPU, as much as the whole update of a batch of 8). Hidden, the
+ * anew every time (as much of its CPU as the whole update of a small batch; docs/performance.md). Hidden, the
  * prepared statement settles on its generic plan (index lookups by server_id whatever the size).
  */
 export async function updateServersSeen(q: Queryable, checkIns: readonly CheckIn[]): Promise<Set<string>> {

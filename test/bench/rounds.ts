@@ -4,8 +4,7 @@ import { median } from "./stats.js";
 /**
  * How many short rounds each side of a comparison is measured in. This machine is shared, and the
  * same work costs it more CPU in some minutes than in others: the same code under the same load
- * (markers at 64 connections) cost 1 206 µs of CPU per create in one 8 s run and 595 µs two runs
- * later. Measured once each, a side that drew the slow minute loses the ratio by as much. Measured
+ * cost twice as much CPU per request in one run as two runs later (docs/performance.md). Measured once each, a side that drew the slow minute loses the ratio by as much. Measured
  * in alternating rounds (A B B A A B B A), both sides draw the same minutes.
  */
 export const ROUNDS = 4;

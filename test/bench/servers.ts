@@ -40,9 +40,9 @@ const BREAKDOWN_CONCURRENCY: readonly number[] = [1, 64];
 /**
  * Generator processes of the gRPC and baseline loads, the calls in flight shared between them, as
  * many recorders' clients are, each its own channel (or share of the pool). One stock grpc-js
- * client process does at most ~4 500 calls/s here (~200 µs of CPU a call), so with one, its event
- * loop, not the service, set the pace (0.51 at 64 in flight, the client at 73% of its core and the
- * machine 57% busy); four processes cost ~340 µs a call each (fewer calls coalesced per tick).
+ * client process tops out well below what the service serves, so with one, its event loop, not the
+ * service, set the pace; four processes cost more CPU a call each (fewer calls coalesced per tick).
+ * The figures: docs/performance.md.
  * Both sides use the same number.
  */
 const GENERATOR_PROCESSES = 2;

@@ -4,7 +4,7 @@
 // (path, event id) pairs arrived, the harness's poll: cheap at any size, where a poll of the whole
 // list (megabytes of JSON by the end of a phase) four times a second cost the receiver and the
 // harness CPU that grew with the phase's length, so the slower target paid more of it (the system's
-// phase: receiver 76 -> 64 µs a delivery, CPU outside every measured process 107 -> 30). POST /down closes the
+// phase; docs/performance.md has the figures). POST /down closes the
 // listener and every connection for the milliseconds its body gives, then listens
 // again on the same port: the receiver "down for 30 s" of the drain measurement.
 // Env: CERT_DIR, TLS_PORT (the receiver's), PORT (the control channel's, 0 = any). Prints

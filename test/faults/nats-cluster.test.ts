@@ -135,7 +135,8 @@ describe.skipIf(!binary)("the event streams on a 3-node JetStream cluster", () =
     const killedAt = performance.now();
     await publishOnceElected(bus, "after");
     await waitFor("the event published after the loss delivered", () => seen.ids().includes("after"), 60_000);
-    // 3.6-5.2 s measured; with nats.js's default pull (30 s, heartbeats every 15 s, two missed) 44 s.
+    // Seconds with our 3 s pulls (docs/performance.md); nats.js's default pull (30 s, heartbeats every
+    // 15 s, two missed) would take the better part of a minute.
     expect(performance.now() - killedAt).toBeLessThan(15_000);
   }, 150_000);
 });

@@ -3,9 +3,9 @@ import { EventEmitter } from "node:events";
 /**
  * The timeout of one attempt, as the abort signal undici's request takes (an EventEmitter with
  * `aborted` and `reason` serves as one, its documented alternative to an AbortSignal): after `ms`
- * it aborts with a TimeoutError. An AbortController with its timer costs ~7 µs on Node 20 (the
- * EventTarget machinery, listeners added and removed by undici and by `abortable`), this ~1 µs,
- * and every attempt makes one.
+ * it aborts with a TimeoutError. An AbortController with its timer costs several times more on
+ * Node 20 (the EventTarget machinery, listeners added and removed by undici and by `abortable`),
+ * and every attempt makes one (docs/performance.md).
  */
 export class Deadline extends EventEmitter {
   aborted = false;
