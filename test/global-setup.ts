@@ -21,7 +21,7 @@ declare module "vitest" {
     embeddedTemplate: string;
     /**
      * Where test/webhooks.test.ts runs its HTTPS receiver (`port`) and test/readme.test.ts the
-     * README's example receiver (`examplePort`): the two ports the shared systems' delivery may reach
+     * docs/webhooks.md's example receiver (`examplePort`): the two ports the shared systems' delivery may reach
      * on loopback (WEBHOOK_ALLOW_TARGETS), and the folder of the certificate they trust (WEBHOOK_CA_FILE).
      */
     webhookReceiver: { port: number; certDir: string; examplePort: number; contractPort: number; metricsPort: number };
@@ -64,7 +64,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const templateDir = await mkdtemp(join(tmpdir(), "replay-test-template-"));
   writeReceiverCertificate(templateDir);
   // One receiver port per test file that receives deliveries while others run: webhooks, the
-  // README's example receiver, the API reference's contract test, the metrics test.
+  // docs/webhooks.md's example receiver, the API reference's contract test, the metrics test.
   const [receiverPort, examplePort, contractPort, metricsPort] = (await freePorts(4)) as [
     number,
     number,
