@@ -8,7 +8,7 @@ import { preparedPlans, testDbModes } from "../../lib/db/_testing.js";
 import type { Db } from "../../lib/db/types.js";
 import { contractCodeOf, errorInterceptor } from "../../lib/rpc/errors.js";
 import { foldCheckIns } from "./checkin.js";
-import { createRecorderService } from "./service.js";
+import { createRecorderService } from "./recorder-service.js";
 import * as store from "./store.js";
 
 /**

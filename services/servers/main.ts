@@ -5,7 +5,8 @@ import { sourceFolder } from "../../lib/paths.js";
 import type { Platform } from "../../lib/platform.js";
 import { type Running, type ServiceSpec, startService } from "../../lib/service-host.js";
 import { serversConsumers } from "./events.js";
-import { createRecorderService, createServersService } from "./service.js";
+import { createRecorderService } from "./recorder-service.js";
+import { createServersService } from "./servers-service.js";
 
 /** The servers service: management RPCs, recorder check-in, categories, plan slots. */
 export const serversService: ServiceSpec = {

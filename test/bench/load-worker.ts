@@ -209,7 +209,7 @@ async function serviceCheckInDriver(
 ): Promise<Driver> {
   // Imported here: only this target needs the service's modules.
   const { createPgDb } = await import("../../lib/db/db.js");
-  const { createRecorderService } = await import("../../services/servers/service.js");
+  const { createRecorderService } = await import("../../services/servers/recorder-service.js");
   const db = createPgDb({ url: target.databaseUrl, schema: "servers", applicationName: "bench-service-checkin" });
   const recorder = createRecorderService({ db, now: () => new Date() });
   // The check-in handler reads only the trace hop from its context (none here: the RPC layer's
