@@ -7,8 +7,8 @@ import type { BlobStore } from "../../lib/blob/blob.js";
 import { createFsBlobStore } from "../../lib/blob/fs.js";
 import { type TestDb, testDbModes } from "../../lib/db/_testing.js";
 import { startWorker } from "../../lib/worker/worker.js";
+import { insertBlobDeletion, updateBlobDeletionsClaimed } from "./archive-store.js";
 import { blobDeletionsWorker, retryDelayMs } from "./blob-deletions.js";
-import { insertBlobDeletion, updateBlobDeletionsClaimed } from "./store.js";
 
 // The archive removal queue (issue 10: no orphan archive for ever): the worker removes a queued
 // archive from a real blob store and drops the queue row only once the store confirmed; a store

@@ -2,8 +2,7 @@ import type { BlobStore } from "../../lib/blob/blob.js";
 import type { Db } from "../../lib/db/types.js";
 import { logger } from "../../lib/log.js";
 import type { WorkerSpec } from "../../lib/worker/worker.js";
-import { updateArchiveUploadsAbandoned } from "./recording-store.js";
-import * as store from "./store.js";
+import * as archive from "./archive-store.js";
 
 const log = logger("replays:blob-deletions");
 
@@ -42,21 +41,21 @@ export function blobDeletionsWorker(deps: BlobDeletionsDeps): WorkerSpec {
     name: "replays-blob-deletions",
     // A delete's NOTIFY starts a round at once; the poll catches retries that fall due.
     intervalMs: deps.intervalMs ?? 5_000,
-    wakeOn: { db: deps.db, channel: store.blobDeletionChannel },
+    wakeOn: { db: deps.db, channel: archive.blobDeletionChannel },
     async round() {
       // Uploads a crash left unfinished queue their keys first, so this round removes them too.
-      await updateArchiveUploadsAbandoned(deps.db);
-      const claimed = await store.updateBlobDeletionsClaimed(deps.db, batchSize, leaseMs);
+      await archive.updateArchiveUploadsAbandoned(deps.db);
+      const claimed = await archive.updateBlobDeletionsClaimed(deps.db, batchSize, leaseMs);
       for (const row of claimed) {
         try {
           await deps.blobs.delete(row.archive_key);
         } catch (err) {
           const delayMs = retryDelayMs(row.attempts, retry);
           log.warn({ err, archiveKey: row.archive_key, attempts: row.attempts + 1, delayMs }, "archive removal failed");
-          await store.updateBlobDeletionRetry(deps.db, row.archive_key, delayMs);
+          await archive.updateBlobDeletionRetry(deps.db, row.archive_key, delayMs);
           continue;
         }
-        await store.deleteBlobDeletion(deps.db, row.archive_key);
+        await archive.deleteBlobDeletion(deps.db, row.archive_key);
       }
       return claimed.length === batchSize;
     },

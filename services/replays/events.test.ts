@@ -7,7 +7,7 @@ import { createTestDb } from "../../lib/db/_testing.js";
 import { migrate, readMigrations } from "../../lib/db/migrate.js";
 import { sourceFolder } from "../../lib/paths.js";
 import { replaysConsumers } from "./events.js";
-import * as store from "./recording-store.js";
+import * as store from "./store.js";
 
 // The replays service's projections on the real schema (Postgres with DATABASE_URL, else
 // embedded), each event applied in the order the test chooses, as a late or early delivery would.

@@ -1,6 +1,6 @@
 import type { Consumer } from "../../lib/bus/consumer.js";
-import { DEFAULT_HOT_DAYS, DEFAULT_RETENTION_DAYS } from "./recording.js";
-import * as store from "./recording-store.js";
+import { DEFAULT_HOT_DAYS, DEFAULT_RETENTION_DAYS } from "./recording-service.js";
+import * as store from "./store.js";
 
 /**
  * The replays service's projections: tenant plans (identity.tenant.upserted), whose storage quota

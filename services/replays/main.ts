@@ -8,9 +8,9 @@ import type { Platform } from "../../lib/platform.js";
 import { type Running, type ServiceSpec, startService } from "../../lib/service-host.js";
 import { blobDeletionsWorker } from "./blob-deletions.js";
 import { replaysConsumers } from "./events.js";
-import { createRecordingService } from "./recording.js";
+import { createRecordingService } from "./recording-service.js";
+import { createReplaysService } from "./replays-service.js";
 import { retentionWorker } from "./retention.js";
-import { createReplaysService } from "./service.js";
 
 /** The replays service: replay reads and deletes, the recording lifecycle and operator actions. */
 export const replaysService: ServiceSpec = {

@@ -3,9 +3,9 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { createContextValues } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type TestDb, testDbModes } from "../../lib/db/_testing.js";
-import { createRecordingService } from "./recording.js";
-import { findTenantStorage, upsertServerState, upsertTenantPlan } from "./recording-store.js";
+import { createRecordingService } from "./recording-service.js";
 import { retentionWorker } from "./retention.js";
+import { findTenantStorage, upsertServerState, upsertTenantPlan } from "./store.js";
 
 // The retention reaper on the real schema: hot to cold after the hot period, expiry at
 // retention_until through ExpireReplay's transition, once, however many replicas run rounds at once.

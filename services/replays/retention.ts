@@ -1,7 +1,7 @@
 import type { Db } from "../../lib/db/types.js";
 import type { WorkerSpec } from "../../lib/worker/worker.js";
-import { expireLockedReplay } from "./recording.js";
-import * as store from "./recording-store.js";
+import { expireLockedReplay } from "./lifecycle.js";
+import * as store from "./store.js";
 
 export type RetentionDeps = {
   db: Db;

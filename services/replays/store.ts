@@ -1,6 +1,12 @@
+// The SQL of schema `replays` (STYLE.md's store rule): the replay rows, the outbox, and the tenant
+// and server projections the recording lifecycle checks against. The archive queues (uploads in
+// flight and blobs to remove) are archive-store.ts's: with them this file would pass ~350 lines,
+// and they are a job of their own, shared by the recording service and the blob deletions worker.
+
 import type { OutgoingEvent } from "../../lib/bus/events.js";
 import { enqueue } from "../../lib/bus/outbox.js";
 import type { Queryable, Tx } from "../../lib/db/types.js";
+import { insertBlobDeletion } from "./archive-store.js";
 import type { Pipeline, ReplayStatus, Visibility } from "./transitions.js";
 
 /** A replays.replay row, as every store function of the service reads it. */
@@ -48,7 +54,7 @@ export type TenantStorage = {
   hot_days: number;
 };
 
-export type BlobDeletionRow = { archive_key: string; attempts: number };
+export type ServerState = "pending" | "connected" | "deauthorised";
 
 // bigint columns come back as strings from pg and as numbers or strings from the embedded
 // database; callers convert them with BigInt().
@@ -59,6 +65,117 @@ export const replayColumns = `replay_id, tenant_id, server_id, integration, qual
 /** Records an event in this schema's outbox, in the caller's transaction. */
 export function enqueueEvent(tx: Tx, event: OutgoingEvent): Promise<void> {
   return enqueue(tx, "replays", event);
+}
+
+/**
+ * identity.tenant.upserted: a newer plan replaces the quota, the retention and the hot period; the
+ * usage is this service's own.
+ */
+export async function upsertTenantPlan(
+  tx: Tx,
+  plan: { tenantId: string; storageQuotaBytes: bigint; version: bigint; retentionDays: number; hotDays: number },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO replays.tenant (tenant_id, storage_quota_bytes, plan_version, retention_days, hot_days)
+     VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (tenant_id) DO UPDATE
+       SET storage_quota_bytes = EXCLUDED.storage_quota_bytes, plan_version = EXCLUDED.plan_version,
+           retention_days = EXCLUDED.retention_days, hot_days = EXCLUDED.hot_days
+       WHERE replays.tenant.plan_version < EXCLUDED.plan_version`,
+    [plan.tenantId, plan.storageQuotaBytes.toString(), plan.version.toString(), plan.retentionDays, plan.hotDays],
+  );
+}
+
+/**
+ * Adds `deltaBytes` (negative to free space) to the tenant's usage. A tenant whose plan has not
+ * been projected yet gets a row with plan version 0 and quota 0, which its first plan replaces.
+ */
+export async function updateTenantStorageUsed(tx: Tx, tenantId: string, deltaBytes: bigint): Promise<void> {
+  await tx.query(
+    `INSERT INTO replays.tenant (tenant_id, storage_quota_bytes, plan_version, storage_used_bytes)
+     VALUES ($1, 0, 0, GREATEST($2::bigint, 0))
+     ON CONFLICT (tenant_id) DO UPDATE
+       SET storage_used_bytes = GREATEST(replays.tenant.storage_used_bytes + $2::bigint, 0)`,
+    [tenantId, deltaBytes.toString()],
+  );
+}
+
+/** Frees storage at once (decisions.md §5); never below zero, whatever the projection saw. */
+export async function updateTenantStorageFreed(tx: Tx, tenantId: string, bytes: bigint): Promise<void> {
+  await tx.query(
+    `UPDATE replays.tenant SET storage_used_bytes = GREATEST(storage_used_bytes - $2::int8, 0)
+      WHERE tenant_id = $1`,
+    [tenantId, bytes.toString()],
+  );
+}
+
+export async function findTenantStorage(q: Queryable, tenantId: string): Promise<TenantStorage | undefined> {
+  const { rows } = await q.query<{
+    storage_quota_bytes: string;
+    storage_used_bytes: string;
+    plan_version: string;
+    retention_days: number;
+    hot_days: number;
+  }>(
+    `SELECT storage_quota_bytes::text, storage_used_bytes::text, plan_version::text, retention_days, hot_days
+       FROM replays.tenant WHERE tenant_id = $1`,
+    [tenantId],
+  );
+  const row = rows[0];
+  return row
+    ? {
+        storage_quota_bytes: BigInt(row.storage_quota_bytes),
+        storage_used_bytes: BigInt(row.storage_used_bytes),
+        plan_version: BigInt(row.plan_version),
+        retention_days: row.retention_days,
+        hot_days: row.hot_days,
+      }
+    : undefined;
+}
+
+const serverRank: Record<ServerState, number> = { pending: 0, connected: 1, deauthorised: 2 };
+
+/**
+ * servers.server.created / connected / deauthorised. A server only moves forward (pending,
+ * connected, deauthorised), so an event that arrives after a later one changes nothing.
+ */
+export async function upsertServerState(
+  tx: Tx,
+  server: { serverId: string; tenantId: string; state: ServerState },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO replays.server (server_id, tenant_id, state)
+     SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM replays.server_purged WHERE server_id = $1)
+     ON CONFLICT (server_id) DO UPDATE SET state = EXCLUDED.state
+       WHERE (CASE replays.server.state WHEN 'pending' THEN 0 WHEN 'connected' THEN 1 ELSE 2 END) < $4`,
+    [server.serverId, server.tenantId, server.state, serverRank[server.state]],
+  );
+}
+
+/** servers.server.purged: the server is unknown from now on, even to an event that arrives late. */
+export async function deleteServer(tx: Tx, serverId: string): Promise<void> {
+  await tx.query("DELETE FROM replays.server WHERE server_id = $1", [serverId]);
+  await tx.query("INSERT INTO replays.server_purged (server_id) VALUES ($1) ON CONFLICT DO NOTHING", [serverId]);
+}
+
+export async function findServerById(
+  q: Queryable,
+  serverId: string,
+): Promise<{ tenant_id: string; state: ServerState } | undefined> {
+  const { rows } = await q.query<{ tenant_id: string; state: ServerState }>(
+    "SELECT tenant_id, state FROM replays.server WHERE server_id = $1",
+    [serverId],
+  );
+  return rows[0];
+}
+
+/** The server's recording in progress, if any. */
+export async function findRecordingByServer(q: Queryable, serverId: string): Promise<string | undefined> {
+  const { rows } = await q.query<{ replay_id: string }>(
+    "SELECT replay_id FROM replays.replay WHERE server_id = $1 AND status = 'recording'",
+    [serverId],
+  );
+  return rows[0]?.replay_id;
 }
 
 /**
@@ -113,95 +230,130 @@ export async function findReplayById(
   return rows[0];
 }
 
+/** The partial unique index that keeps one recording per server, whatever races. */
+export const oneRecordingPerServer = "replay_recording_server_idx";
+
+export async function insertReplay(
+  tx: Tx,
+  replay: {
+    replayId: string;
+    tenantId: string;
+    serverId: string;
+    integration: string;
+    quality: "standard" | "hd";
+    startedAt: Date;
+    retentionUntil: Date;
+    hotUntil: Date;
+  },
+): Promise<ReplayRow> {
+  const { rows } = await tx.query<ReplayRow>(
+    `INSERT INTO replays.replay (replay_id, tenant_id, server_id, integration, quality, status, started_at,
+                                 storage_tier, retention_until, visibility, hot_until)
+     VALUES ($1, $2, $3, $4, $5, 'recording', $6, 'hot', $7, 'staff', $8)
+     RETURNING ${replayColumns}`,
+    [
+      replay.replayId,
+      replay.tenantId,
+      replay.serverId,
+      replay.integration,
+      replay.quality,
+      replay.startedAt,
+      replay.retentionUntil,
+      replay.hotUntil,
+    ],
+  );
+  return rows[0] as ReplayRow;
+}
+
+/** One replay, locked until the end of `tx` so that one transition at a time sees its state. */
+export async function findReplayForUpdate(tx: Tx, replayId: string): Promise<ReplayRow | undefined> {
+  const { rows } = await tx.query<ReplayRow>(
+    `SELECT ${replayColumns} FROM replays.replay WHERE replay_id = $1 FOR UPDATE`,
+    [replayId],
+  );
+  return rows[0];
+}
+
+export async function updateReplayFinished(
+  tx: Tx,
+  replayId: string,
+  finish: { endedAt: Date; durationMs: bigint; sizeBytes: bigint; formatVersion: number; archiveKey: string | null },
+): Promise<ReplayRow> {
+  const { rows } = await tx.query<ReplayRow>(
+    `UPDATE replays.replay
+        SET status = 'processing', ended_at = $2, duration_ms = $3, size_bytes = $4, format_version = $5,
+            archive_key = $6
+      WHERE replay_id = $1
+      RETURNING ${replayColumns}`,
+    [
+      replayId,
+      finish.endedAt,
+      finish.durationMs.toString(),
+      finish.sizeBytes.toString(),
+      finish.formatVersion,
+      finish.archiveKey,
+    ],
+  );
+  return rows[0] as ReplayRow;
+}
+
+/** Applies a transition's change to the lifecycle columns (the others stay). */
+export async function updateReplayState(
+  tx: Tx,
+  replayId: string,
+  change: { status?: ReplayStatus; pipeline?: Pipeline; visibility?: Visibility; revoked?: boolean },
+): Promise<ReplayRow> {
+  const { rows } = await tx.query<ReplayRow>(
+    `UPDATE replays.replay
+        SET status = COALESCE($2, status), pipeline = COALESCE($3, pipeline),
+            visibility = COALESCE($4, visibility), revoked = COALESCE($5, revoked)
+      WHERE replay_id = $1
+      RETURNING ${replayColumns}`,
+    [replayId, change.status ?? null, change.pipeline ?? null, change.visibility ?? null, change.revoked ?? null],
+  );
+  return rows[0] as ReplayRow;
+}
+
+/** The archive is gone from the metadata; its blob is queued for the deletion worker, woken on commit. */
+export async function updateReplayArchiveRemoved(tx: Tx, row: ReplayRow): Promise<void> {
+  await tx.query("UPDATE replays.replay SET archive_key = NULL WHERE replay_id = $1", [row.replay_id]);
+  if (row.archive_key !== null) await insertBlobDeletion(tx, row.archive_key);
+}
+
 export async function deleteReplay(tx: Tx, replayId: string): Promise<void> {
   await tx.query("DELETE FROM replays.replay WHERE replay_id = $1", [replayId]);
 }
 
-/** Frees storage at once (decisions.md §5); never below zero, whatever the projection saw. */
-export async function updateTenantStorageFreed(tx: Tx, tenantId: string, bytes: bigint): Promise<void> {
-  await tx.query(
-    `UPDATE replays.tenant SET storage_used_bytes = GREATEST(storage_used_bytes - $2::int8, 0)
-      WHERE tenant_id = $1`,
-    [tenantId, bytes.toString()],
-  );
-}
-
-export async function findTenantStorage(q: Queryable, tenantId: string): Promise<TenantStorage | undefined> {
-  const { rows } = await q.query<{
-    storage_quota_bytes: string;
-    storage_used_bytes: string;
-    plan_version: string;
-    retention_days: number;
-    hot_days: number;
-  }>(
-    `SELECT storage_quota_bytes::text, storage_used_bytes::text, plan_version::text, retention_days, hot_days
-       FROM replays.tenant WHERE tenant_id = $1`,
-    [tenantId],
-  );
-  const row = rows[0];
-  return row
-    ? {
-        storage_quota_bytes: BigInt(row.storage_quota_bytes),
-        storage_used_bytes: BigInt(row.storage_used_bytes),
-        plan_version: BigInt(row.plan_version),
-        retention_days: row.retention_days,
-        hot_days: row.hot_days,
-      }
-    : undefined;
-}
-
-/** The NOTIFY channel insertBlobDeletion signals on commit; the blob deletions worker wakes on it. */
-export const blobDeletionChannel = "replays_blob_deletion";
-
 /**
- * Queues an archive for removal from the blob store, in the transaction that drops its metadata,
- * and wakes the workers (NOTIFY is delivered only on commit).
+ * Up to `limit` finished replays whose retention has passed by `now`, locked until the end of `tx`;
+ * rows another replica holds are skipped, so replicas never expire the same replay.
  */
-export async function insertBlobDeletion(tx: Tx, archiveKey: string): Promise<void> {
-  await tx.query(
-    `INSERT INTO replays.blob_deletion (archive_key) VALUES ($1)
-       ON CONFLICT (archive_key) DO UPDATE SET next_attempt_at = now()`,
-    [archiveKey],
-  );
-  await tx.query(`NOTIFY ${blobDeletionChannel}`);
-}
-
-/**
- * Claims up to `limit` due queued archives for `leaseMs`, in one statement: each claimed row is made
- * due again only when the lease runs out, so no other replica takes it meanwhile (SKIP LOCKED keeps
- * replicas claiming at once apart), and a replica that dies leaves its rows to be retried after the
- * lease. The removal itself then runs outside any transaction.
- */
-export async function updateBlobDeletionsClaimed(
-  q: Queryable,
-  limit: number,
-  leaseMs: number,
-): Promise<BlobDeletionRow[]> {
-  const { rows } = await q.query<BlobDeletionRow>(
-    `UPDATE replays.blob_deletion AS b
-        SET next_attempt_at = now() + $2 * interval '1 millisecond'
-      WHERE b.archive_key IN (
-        SELECT archive_key FROM replays.blob_deletion
-         WHERE next_attempt_at <= now()
-         ORDER BY next_attempt_at
-         LIMIT $1
-           FOR UPDATE SKIP LOCKED)
-     RETURNING b.archive_key, b.attempts`,
-    [limit, leaseMs],
+export async function findReplaysDueForExpiryForUpdate(tx: Tx, now: Date, limit: number): Promise<ReplayRow[]> {
+  const { rows } = await tx.query<ReplayRow>(
+    `SELECT ${replayColumns} FROM replays.replay
+      WHERE retention_until <= $1 AND status <> 'expired' AND status <> 'recording'
+      ORDER BY retention_until LIMIT $2
+      FOR UPDATE SKIP LOCKED`,
+    [now, limit],
   );
   return rows;
 }
 
-export async function deleteBlobDeletion(q: Queryable, archiveKey: string): Promise<void> {
-  await q.query("DELETE FROM replays.blob_deletion WHERE archive_key = $1", [archiveKey]);
-}
-
-/** A failed removal: counted, and due again after `delayMs`. */
-export async function updateBlobDeletionRetry(q: Queryable, archiveKey: string, delayMs: number): Promise<void> {
-  await q.query(
-    `UPDATE replays.blob_deletion
-        SET attempts = attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond'
-      WHERE archive_key = $1`,
-    [archiveKey, delayMs],
+/**
+ * Moves up to `limit` finished, unexpired `hot` replays whose hot period (their hot_until, set from
+ * the plan when they started) has passed by `now` to `cold`, skipping rows another transaction
+ * holds. Returns how many moved.
+ */
+export async function updateReplaysCold(q: Queryable, now: Date, limit: number): Promise<number> {
+  const { rows } = await q.query<{ replay_id: string }>(
+    `UPDATE replays.replay SET storage_tier = 'cold'
+      WHERE replay_id IN (
+        SELECT replay_id FROM replays.replay
+         WHERE storage_tier = 'hot' AND hot_until <= $1 AND status <> 'expired' AND status <> 'recording'
+         ORDER BY hot_until LIMIT $2
+         FOR UPDATE SKIP LOCKED)
+      RETURNING replay_id`,
+    [now, limit],
   );
+  return rows.length;
 }

@@ -1,6 +1,5 @@
-import { type Timestamp, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { AssetSnapshot, CollectionSnapshot } from "../../gen/replay/events/v1/replays_pb.js";
 import { AssetState, type RecordingService } from "../../gen/replay/replays/v1/recording_pb.js";
 import { Quality } from "../../gen/replay/replays/v1/replays_pb.js";
 import type { BlobStore } from "../../lib/blob/blob.js";
@@ -22,8 +21,10 @@ import {
   UPLOAD_ABANDON_MS,
   UPLOAD_MAX_MS,
 } from "./archive.js";
-import type { ReplayRow } from "./recording-store.js";
-import * as store from "./recording-store.js";
+import * as archive from "./archive-store.js";
+import { assetOf, collectionOf, expireLockedReplay, finishLockedReplay, tsOf } from "./lifecycle.js";
+import type { ReplayRow } from "./store.js";
+import * as store from "./store.js";
 import { type Action, type AssetStep, nextState } from "./transitions.js";
 
 /**
@@ -50,47 +51,6 @@ const log = logger("replays:recording");
 export type RecordingDeps = { db: Db; blobs: BlobStore; now: () => Date };
 
 const dateOf = (ts: Timestamp | undefined, fallback: Date) => (ts ? timestampDate(ts) : fallback);
-const tsOf = (date: Date | null) => (date ? timestampFromDate(date) : undefined);
-const bigOf = (text: string | null) => (text === null ? 0n : BigInt(text));
-
-function collectionOf(
-  row: ReplayRow,
-  state: "finalized" | "released" | "revoked",
-): Omit<CollectionSnapshot, "$typeName"> {
-  return {
-    id: row.replay_id,
-    replayId: row.replay_id,
-    serverId: row.server_id,
-    state,
-    visibility: row.visibility,
-    status: row.status,
-    revoked: row.revoked,
-    integration: row.integration,
-    quality: row.quality,
-    startedAt: tsOf(row.started_at),
-    endedAt: tsOf(row.ended_at),
-    durationMs: bigOf(row.duration_ms),
-    sizeBytes: bigOf(row.size_bytes),
-    formatVersion: row.format_version ?? 0,
-    retentionUntil: tsOf(row.retention_until),
-  };
-}
-
-// A replay has one asset, its archive, so the asset id is the replay id.
-function assetOf(row: ReplayRow, state: AssetStep | "expired"): Omit<AssetSnapshot, "$typeName"> {
-  return {
-    id: row.replay_id,
-    replayId: row.replay_id,
-    serverId: row.server_id,
-    state,
-    status: row.status,
-    visibility: row.visibility,
-    storageTier: row.storage_tier,
-    sizeBytes: row.size_bytes === null ? undefined : BigInt(row.size_bytes),
-    formatVersion: row.format_version ?? undefined,
-    retentionUntil: tsOf(row.retention_until),
-  };
-}
 
 const parseReplayId = (raw: string) => parseUuid(raw, "INVALID_REPLAY_ID", "replay_id");
 const assetSteps: Partial<Record<AssetState, AssetStep>> = {
@@ -239,7 +199,7 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       let archiveKey = "";
       await transition(ctx, replayId, finish, async (tx, row) => {
         archiveKey = archiveKeyOf(row.tenant_id, replayId, newId());
-        await store.insertArchiveUpload(tx, { archiveKey, replayId, abandonAfterMs: UPLOAD_ABANDON_MS });
+        await archive.insertArchiveUpload(tx, { archiveKey, replayId, abandonAfterMs: UPLOAD_ABANDON_MS });
         return row;
       });
       let sizeBytes = 0n;
@@ -250,7 +210,7 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
         await transition(ctx, replayId, finish, async (tx, row) => {
           // The caller may have reset the stream while the archive was being stored.
           throwIfCancelled(ctx.signal);
-          if (!(await store.deleteArchiveUpload(tx, archiveKey))) {
+          if (!(await archive.deleteArchiveUpload(tx, archiveKey))) {
             throw new Error(`the upload of ${archiveKey} outlived UPLOAD_ABANDON_MS`);
           }
           return finishLockedReplay(tx, row, { endedAt, sizeBytes, formatVersion, archiveKey });
@@ -259,7 +219,7 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
         // Nothing recorded the archive: its blob, if any, is queued for removal now. Should that
         // fail too (or the process crash here), the blob deletions worker queues it once the
         // upload counts as abandoned; the caller learns the upload's own failure either way.
-        await store.updateArchiveUploadsAbandoned(db, archiveKey).catch((cleanupErr: unknown) => {
+        await archive.updateArchiveUploadsAbandoned(db, archiveKey).catch((cleanupErr: unknown) => {
           log.warn(
             { err: cleanupErr, archiveKey, ...traceLogFields(traceOf(ctx)) },
             "queueing a failed upload's archive for removal failed",
@@ -313,59 +273,6 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       );
     },
   };
-}
-
-/**
- * The finish transition on a recording locked in `tx` (FinishRecording and UploadArchive): status
- * `processing`, its end, size and archive key (null for a finish without an archive), its size
- * counted toward the tenant's storage, and replays.recording.finished and
- * replays.collection.finalized enqueued.
- */
-async function finishLockedReplay(
-  tx: Tx,
-  row: ReplayRow,
-  finish: { endedAt: Date; sizeBytes: bigint; formatVersion: number; archiveKey: string | null },
-): Promise<ReplayRow> {
-  const durationMs = BigInt(finish.endedAt.getTime() - row.started_at.getTime());
-  const done = await store.updateReplayFinished(tx, row.replay_id, { ...finish, durationMs });
-  await store.updateTenantStorageUsed(tx, row.tenant_id, finish.sizeBytes);
-  await store.enqueueEvent(
-    tx,
-    buildEvent("replays.recording.finished", {
-      tenantId: row.tenant_id,
-      replayId: row.replay_id,
-      serverId: row.server_id,
-      startedAt: tsOf(done.started_at),
-      endedAt: tsOf(done.ended_at),
-      sizeBytes: finish.sizeBytes,
-    }),
-  );
-  await store.enqueueEvent(
-    tx,
-    buildEvent("replays.collection.finalized", {
-      tenantId: row.tenant_id,
-      collection: collectionOf(done, "finalized"),
-    }),
-  );
-  return done;
-}
-
-/**
- * The expiry transition on a replay locked in `tx` (ExpireReplay and the retention worker): status
- * `expired`, the archive queued for removal, its size freed and `replays.asset.expired` enqueued.
- * Throws INVALID_TRANSITION when the replay is still recording or already expired.
- */
-export async function expireLockedReplay(tx: Tx, row: ReplayRow): Promise<ReplayRow> {
-  const change = nextState(row, { kind: "expire" });
-  const done = await store.updateReplayState(tx, row.replay_id, change);
-  await store.updateReplayArchiveRemoved(tx, row);
-  // decisions.md §5: usage counts replays that still hold an archive; expiry frees it at once.
-  await store.updateTenantStorageUsed(tx, row.tenant_id, -bigOf(row.size_bytes));
-  await store.enqueueEvent(
-    tx,
-    buildEvent("replays.asset.expired", { tenantId: row.tenant_id, asset: assetOf(done, "expired") }),
-  );
-  return done;
 }
 
 const recordingInProgress = (serverId: string) =>

@@ -16,6 +16,7 @@ import { isUuid, parseUuid, parseUuidV4 } from "../../lib/ids.js";
 import { pageSizeOf } from "../../lib/page/size.js";
 import { isPositionTimestamp, type PageTokens } from "../../lib/page/token.js";
 import { requireTenant, traceOf } from "../../lib/rpc/context.js";
+import * as archive from "./archive-store.js";
 import * as store from "./store.js";
 
 export type ReplaysDeps = { db: Db; pageTokens: PageTokens };
@@ -72,7 +73,7 @@ function heldBytes(row: store.ReplayRow): bigint {
 }
 
 /** The replays read API and DeleteReplay (spec "Replays", decisions.md §5 and §7). */
-export function createReplaysService(deps: ReplaysDeps): Partial<ServiceImpl<typeof ReplaysService>> {
+export function createReplaysService(deps: ReplaysDeps): ServiceImpl<typeof ReplaysService> {
   const { db } = deps;
   return {
     async listReplays(req, ctx) {
@@ -126,7 +127,7 @@ export function createReplaysService(deps: ReplaysDeps): Partial<ServiceImpl<typ
           await store.deleteReplay(tx, replayId);
           const freed = heldBytes(row);
           if (freed > 0n) await store.updateTenantStorageFreed(tx, tenantId, freed);
-          if (row.archive_key !== null) await store.insertBlobDeletion(tx, row.archive_key);
+          if (row.archive_key !== null) await archive.insertBlobDeletion(tx, row.archive_key);
           await store.enqueueEvent(
             tx,
             buildEvent("replays.replay.deleted", { tenantId, replayId, serverId: row.server_id, sizeBytes: freed }),
