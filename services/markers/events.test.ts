@@ -9,7 +9,7 @@ import { buildEvent, type EventSubject, type OutgoingEvent } from "../../lib/bus
 import { createTestDb } from "../../lib/db/_testing.js";
 import { kTenant } from "../../lib/rpc/context.js";
 import { markersConsumers } from "./events.js";
-import { createMarkersService } from "./service.js";
+import { createMarkersService } from "./markers-service.js";
 import * as store from "./store.js";
 
 // The markers service's projections fed with events (through the real bus adapter for the wiring,

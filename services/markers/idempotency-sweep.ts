@@ -1,6 +1,6 @@
 import type { Db } from "../../lib/db/types.js";
 import type { WorkerSpec } from "../../lib/worker/worker.js";
-import { IDEMPOTENCY_TTL_MS } from "./service.js";
+import { IDEMPOTENCY_TTL_MS } from "./markers-service.js";
 import { deleteIdempotencyExpired } from "./store.js";
 
 export type IdempotencySweepDeps = {

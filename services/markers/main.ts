@@ -5,7 +5,7 @@ import type { Platform } from "../../lib/platform.js";
 import { type Running, type ServiceSpec, startService } from "../../lib/service-host.js";
 import { markersConsumers } from "./events.js";
 import { idempotencySweepWorker } from "./idempotency-sweep.js";
-import { createMarkersService } from "./service.js";
+import { createMarkersService } from "./markers-service.js";
 
 /** The markers service: timeline markers, their idempotency records, projections of replays and servers. */
 export const markersService: ServiceSpec = {

@@ -10,7 +10,7 @@ import { createDeliveryClient } from "./delivery/client.js";
 import { parseAllowTargets, resolverWithin, systemResolver } from "./delivery/target.js";
 import { deliveryWorker } from "./delivery/worker.js";
 import { webhooksConsumers } from "./events.js";
-import { createWebhooksService } from "./service.js";
+import { createWebhooksService } from "./webhooks-service.js";
 
 /** How long a subscription request waits for its URL's host to resolve before accepting it unresolved. */
 const SUBSCRIPTION_LOOKUP_MS = 2_000;
