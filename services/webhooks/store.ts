@@ -1,6 +1,11 @@
 import type { Queryable, Tx } from "../../lib/db/types.js";
 
-// SQL of schema `webhooks`: subscriptions, deliveries and their attempts.
+// SQL of schema `webhooks`: subscriptions, deliveries and their attempts. Over ~350 lines because
+// it holds two jobs for now: the API's half (subscriptions, the fan-out, the delivery log, manual
+// replay) and, from ClaimedDelivery on, the delivery worker's queue (claim, record, release). The
+// two share the delivery columns and the fan-out leases through the worker's claim; the queue half
+// moves out (a store of its own beside delivery/worker.ts) once the worker's split lands, which
+// then imports it instead of this file.
 
 export type SubscriptionRow = {
   subscription_id: string;
