@@ -67,7 +67,7 @@ export async function readArchiveHeader(
  * cancel half-closes the stream and resets it at once (grpc-js and Node's http2 both send END_STREAM
  * before RST_STREAM, so does the gateway's forwarder when its caller went away), so the end waits
  * END_GRACE_MS for a reset that came with it.
- * The finish checks the signal again before it commits (recording.ts). An archive whose first
+ * The finish checks the signal again before it commits (recording-service.ts). An archive whose first
  * message declared its size (size_bytes) must end at exactly that size (INVALID_ARGUMENT): the one
  * way to tell a cancelled stream from a whole one whatever the reset's timing.
  */
