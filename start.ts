@@ -13,6 +13,7 @@ import {
   serviceNames,
   servicePortVariable,
 } from "./lib/config.js";
+import { checkWritableDirs } from "./lib/data-dir.js";
 import { configureLogging, logger } from "./lib/log.js";
 import { startOtelExport } from "./lib/otel.js";
 import { openPlatform, type Platform } from "./lib/platform.js";
@@ -40,6 +41,7 @@ async function main(): Promise<void> {
   let config: Config;
   try {
     config = loadConfig(process.env, name);
+    await checkWritableDirs(config, name);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(`${err.message}\n`);

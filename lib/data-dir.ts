@@ -1,0 +1,54 @@
+import { constants } from "node:fs";
+import { access, mkdir } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type Config, ConfigError, type ProcessName } from "./config.js";
+
+/**
+ * What a service process would keep under DATA_DIR because a variable is unset, checked before it
+ * starts: on a read-only root filesystem (a container as the manifests run it) DATA_DIR cannot be
+ * created, and the first write would end the start in a stack trace instead of naming the variable.
+ * - replays and webhooks without PAGE_TOKEN_KEY (or _FILE) keep a generated key in DATA_DIR;
+ * - replays keeps replay archives at BLOB_URL, by default DATA_DIR/blobs: either must be writable.
+ * The embedded mode (no process name) keeps its database in DATA_DIR and is not checked here.
+ * Throws a ConfigError with one line per problem, as loadConfig does.
+ */
+export async function checkWritableDirs(config: Config, name: ProcessName | undefined): Promise<void> {
+  const problems: string[] = [];
+  const keyed = config.pages.tokenKey !== undefined || config.pages.tokenKeyFile !== undefined;
+  if ((name === "replays" || name === "webhooks") && !keyed) {
+    const failure = await unwritable(config.db.dataDir);
+    if (failure) {
+      problems.push(
+        `PAGE_TOKEN_KEY (or PAGE_TOKEN_KEY_FILE) must be set: without it ${name} keeps a generated key in DATA_DIR, and "${config.db.dataDir}" ${failure}`,
+      );
+    }
+  }
+  if (name === "replays") {
+    const url = config.blob.url;
+    if (url === undefined) {
+      const failure = await unwritable(join(config.db.dataDir, "blobs"));
+      if (failure) {
+        problems.push(
+          `BLOB_URL must be set: without it replays keeps replay archives in DATA_DIR/blobs, and "${join(config.db.dataDir, "blobs")}" ${failure}`,
+        );
+      }
+    } else if (url.startsWith("file:")) {
+      const failure = await unwritable(fileURLToPath(url));
+      if (failure) problems.push(`BLOB_URL "${url}" ${failure}`);
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
+}
+
+/** Why `dir` cannot be written ("cannot be created (EROFS)"), made if missing; undefined when it can. */
+async function unwritable(dir: string): Promise<string | undefined> {
+  try {
+    await mkdir(resolve(dir), { recursive: true });
+    await access(dir, constants.W_OK);
+    return undefined;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    return `cannot be created or written (${code}${code === "EROFS" ? ": read-only file system" : ""})`;
+  }
+}
