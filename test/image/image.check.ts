@@ -78,6 +78,7 @@ type Probe = {
   httpGet?: { path: string; port: number | string };
   grpc?: { port: number; service?: string };
 };
+type ServicePort = { name?: string; port: number; targetPort?: number | string };
 type Pod = {
   name: string;
   container: string;
@@ -96,6 +97,8 @@ describe("the image, run as the dev overlay's pods", () => {
   let objects: K8sObject[];
   let work: string;
   let token: string;
+  /** The Secrets of secrets.example.yaml, with this run's values. */
+  let secretData: Record<string, Record<string, string>>;
   let receiver: WebhookReceiver;
   let cleanup: () => Promise<void> = async () => {};
 
@@ -108,6 +111,13 @@ describe("the image, run as the dev overlay's pods", () => {
     const number = typeof port === "number" ? port : declared.find((d) => d.name === port)?.containerPort;
     return number === undefined ? undefined : p.ports.get(number);
   };
+  /** The pod a Service's selector picks. */
+  const podBehind = (service: K8sObject): Pod | undefined =>
+    pods.find((p) =>
+      Object.entries(service.spec.selector as Record<string, string>).every(
+        ([k, v]) => p.deployment.spec.template.metadata.labels?.[k] === v,
+      ),
+    );
   const logs = async (p: Pod) => (await podman(["logs", p.container]).catch((e) => String(e))).slice(-4000);
 
   beforeAll(async () => {
@@ -127,8 +137,7 @@ describe("the image, run as the dev overlay's pods", () => {
       await rm(work, { recursive: true, force: true });
     };
     token = randomBytes(32).toString("hex");
-    // The Secrets of secrets.example.yaml, with this run's values.
-    const secretData: Record<string, Record<string, string>> = {
+    secretData = {
       "replay-db-app": { uri: database.url },
       "replay-db-ca": { "ca.crt": await readFile(join(work, "receiver", "cert.pem"), "utf8") },
       "replay-internal-token": { INTERNAL_TOKEN: token },
@@ -158,15 +167,8 @@ describe("the image, run as the dev overlay's pods", () => {
     // Service name -> host port of the pod behind it (its selector), by the Service's port.
     const serviceHostPort = (host: string, port: number): number | undefined => {
       const service = services.find((s) => s.metadata.name === host);
-      if (!service) return undefined;
-      const servicePort = (service.spec.ports as { port: number; targetPort?: number | string }[]).find(
-        (sp) => sp.port === port,
-      );
-      const pod = pods.find((p) =>
-        Object.entries(service.spec.selector as Record<string, string>).every(
-          ([k, v]) => p.deployment.spec.template.metadata.labels?.[k] === v,
-        ),
-      );
+      const servicePort = (service?.spec.ports as ServicePort[] | undefined)?.find((sp) => sp.port === port);
+      const pod = service && podBehind(service);
       if (!servicePort || !pod) return undefined;
       return hostPortOf(pod, servicePort.targetPort ?? servicePort.port);
     };
@@ -265,11 +267,25 @@ describe("the image, run as the dev overlay's pods", () => {
     await Promise.all(
       pods.map(async (pod) => {
         const probe = containerSpec(pod).readinessProbe;
-        await pollUntil(() => answers(pod, probe).catch(() => false), Boolean, READY_TIMEOUT_MS, 100).catch(
-          async () => {
-            throw new Error(`${pod.name} not ready in ${READY_TIMEOUT_MS} ms:\n${await logs(pod)}`);
-          },
-        );
+        let checked = performance.now();
+        const ready = async () => {
+          if (await answers(pod, probe).catch(() => false)) return true;
+          // A container that has exited will not become ready: fail now, with its log.
+          if (performance.now() - checked > 1000) {
+            checked = performance.now();
+            const state = (
+              await podman(["inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", pod.container])
+            ).trim();
+            if (!state.startsWith("running"))
+              throw new Error(`${pod.name} exited before it was ready (${state}):\n${await logs(pod)}`);
+          }
+          return false;
+        };
+        await pollUntil(ready, Boolean, READY_TIMEOUT_MS, 100).catch(async (err: Error) => {
+          throw err.message.includes("exited before")
+            ? err
+            : new Error(`${pod.name} not ready in ${READY_TIMEOUT_MS} ms:\n${await logs(pod)}`);
+        });
         pod.readyMs = Math.round(performance.now() - pod.startedAt);
       }),
     );
@@ -402,6 +418,40 @@ describe("the image, run as the dev overlay's pods", () => {
     const [delivery] = await receiver.waitForRequests(path, 1, 60_000);
     expect(JSON.stringify(delivery?.json)).toContain(replayId);
   }, 120_000);
+
+  it("answers the prod overlay's ServiceMonitor: /metrics on each port it names, with the internal token only", async () => {
+    const monitor = (await render("overlays/prod")).find((o) => o.kind === "ServiceMonitor");
+    if (!monitor) throw new Error("the prod overlay renders no ServiceMonitor");
+    const selected = objects.filter(
+      (o) =>
+        o.kind === "Service" &&
+        Object.entries(monitor.spec.selector.matchLabels as Record<string, string>).every(
+          ([k, v]) => o.metadata.labels?.[k] === v,
+        ),
+    );
+    const scraped: string[] = [];
+    for (const endpoint of monitor.spec.endpoints as any[]) {
+      const credentials = endpoint.authorization.credentials;
+      const bearer = secretData[credentials.name]?.[credentials.key];
+      expect(bearer, `the Secret ${credentials.name} key ${credentials.key}`).toBeDefined();
+      for (const service of selected) {
+        const port = (service.spec.ports as ServicePort[]).find((sp) => sp.name === endpoint.port);
+        const pod = podBehind(service);
+        if (!port || !pod) continue;
+        const url = `http://127.0.0.1:${hostPortOf(pod, port.targetPort ?? port.port)}${endpoint.path ?? "/metrics"}`;
+        const where = `${service.metadata.name} port ${endpoint.port}`;
+        const res = await fetch(url, { headers: { authorization: `Bearer ${bearer}` } });
+        expect(res.status, where).toBe(200);
+        expect(await res.text(), where).toContain("process_cpu_seconds_total");
+        const refused = await fetch(url);
+        await refused.arrayBuffer();
+        expect(refused.status, `${where} without the token`).toBe(401);
+        scraped.push(pod.name);
+      }
+    }
+    // Every process is scraped: the four services on grpc, the gateway on internal.
+    expect(new Set(scraped).size, `scraped: ${scraped.join(", ")}`).toBe(pods.length);
+  });
 
   it("stops each container on SIGTERM within the pod's grace period, exit 0, having written nothing outside its mounts", async () => {
     // Kubernetes stops them in no order; the gateway first, as its endpoints go first.
