@@ -118,7 +118,12 @@ describe("the image, run as the dev overlay's pods", () => {
         ([k, v]) => p.deployment.spec.template.metadata.labels?.[k] === v,
       ),
     );
-  const logs = async (p: Pod) => (await podman(["logs", p.container]).catch((e) => String(e))).slice(-4000);
+  /** What the container printed, stdout (its log lines) and stderr (a refused configuration). */
+  const logs = async (p: Pod) =>
+    run("podman", ["logs", p.container], { maxBuffer: 64 * 2 ** 20 }).then(
+      ({ stdout, stderr }) => `${stdout}${stderr}`.slice(-4000),
+      (err: Error) => err.message,
+    );
 
   beforeAll(async () => {
     objects = await render("overlays/dev");
