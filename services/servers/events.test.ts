@@ -34,6 +34,21 @@ async function setup() {
   };
 }
 
+/**
+ * Waits until the servers inbox holds every one of `events`: each is applied (the inbox row is
+ * written in the handler's transaction), so what a test asserts next is the final state, not a
+ * state the projection passes through on its way.
+ */
+async function waitUntilApplied(db: Db, events: { eventId: string }[]) {
+  await waitFor(`all ${events.length} events applied`, async () => {
+    const { rows } = await db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM servers.inbox WHERE event_id = ANY($1::uuid[])",
+      [events.map((e) => e.eventId)],
+    );
+    return rows[0]?.n === events.length;
+  });
+}
+
 async function insertConnected(db: Db, tenantId: string, serverId: string) {
   await db.transaction((tx) =>
     store.insertServer(tx, { serverId, tenantId, name: "s", categoryId: null, sourceServerId: null }),
@@ -51,14 +66,11 @@ describe("servers projections", () => {
         storageQuotaBytes: 0n,
         version: BigInt(version),
       });
-    const v2 = plan(2, 7);
-    await ctx.bus.emit(v2.subject, v2.eventId, v2.payload);
-    await waitFor("plan v2", async () => (await store.findTenantPlan(ctx.db, tenantId))?.server_limit === 7);
-    const v1 = plan(1, 3);
-    await ctx.bus.emit(v1.subject, v1.eventId, v1.payload);
-    const v3 = plan(3, 9);
-    await ctx.bus.emit(v3.subject, v3.eventId, v3.payload);
-    await waitFor("plan v3", async () => (await store.findTenantPlan(ctx.db, tenantId))?.server_limit === 9);
+    // The newest first, then the older ones: without the version guard the last applied (v2) wins.
+    const events = [plan(3, 9), plan(1, 3), plan(2, 7)];
+    for (const event of events) await ctx.bus.emit(event.subject, event.eventId, event.payload);
+    await waitUntilApplied(ctx.db, events);
+    expect((await store.findTenantPlan(ctx.db, tenantId))?.server_limit).toBe(9);
   });
 
   it("counts a server's existing replays, applying each event once even when it is delivered again past the bus", async () => {
@@ -73,13 +85,7 @@ describe("servers projections", () => {
     ];
     for (const event of events) await ctx.bus.emit(event.subject, event.eventId, event.payload);
     // Subjects are consumed independently, so wait until the inbox holds all four, then count.
-    await waitFor("all four events applied", async () => {
-      const { rows } = await ctx.db.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM servers.inbox WHERE event_id = ANY($1::uuid[])",
-        [events.map((e) => e.eventId)],
-      );
-      return rows[0]?.n === 4;
-    });
+    await waitUntilApplied(ctx.db, events);
     expect((await store.findServerById(ctx.db, tenantId, serverId))?.replay_count).toBe(2);
     // The deleted replay's start again, as a new message no broker de-duplication would catch: the
     // inbox knows the event and the replay stays deleted.
@@ -99,10 +105,13 @@ describe("servers projections", () => {
     const deleted = buildEvent("replays.replay.deleted", { tenantId, replayId, serverId, sizeBytes: 1n });
     const started = buildEvent("replays.recording.started", { tenantId, replayId, serverId });
     const marker = buildEvent("replays.recording.started", { tenantId, replayId: randomUUID(), serverId });
-    for (const event of [deleted, started, marker]) await ctx.bus.emit(event.subject, event.eventId, event.payload);
-    await waitFor(
-      "the later replay counted",
-      async () => (await store.findServerById(ctx.db, tenantId, serverId))?.replay_count === 1,
-    );
+    // Each subject has its own consumer, so the delete is applied before the start is sent: the start
+    // must then find the tombstone. Count once all are applied: a count taken on the way could read 1
+    // from the marker alone before the start, with a broken tombstone, makes it 2.
+    await ctx.bus.emit(deleted.subject, deleted.eventId, deleted.payload);
+    await waitUntilApplied(ctx.db, [deleted]);
+    for (const event of [started, marker]) await ctx.bus.emit(event.subject, event.eventId, event.payload);
+    await waitUntilApplied(ctx.db, [deleted, started, marker]);
+    expect((await store.findServerById(ctx.db, tenantId, serverId))?.replay_count).toBe(1);
   });
 });
