@@ -84,7 +84,7 @@ describe("embedded mode (npm start)", () => {
     const access = await pollUntil(
       async () => lines().filter((line) => line.includes("access-log-")),
       (found) => found.length === 2,
-      5_000,
+      30_000,
     );
     for (const line of lines()) expect(() => JSON.parse(line), line).not.toThrow();
     expect(sys.stdout()).not.toContain("dev tenant");

@@ -325,7 +325,7 @@ describe.each(sharedSystems())("timeline markers ($mode mode)", (sys) => {
     await pollUntil(
       async () => Date.now(),
       (now) => now > Date.parse(b.createdAt),
-      1000,
+      10_000,
       1,
     );
     const d = await t.marker(replayId, { tick: 10 });

@@ -154,7 +154,7 @@ describe.each(sharedSystems())("servers ($mode mode)", (sys) => {
     const res = await pollUntil(
       () => t.owner.post("/v1/api/servers", { name: "after raise" }),
       (r) => r.status !== 409,
-      5000,
+      30_000,
     );
     expect(res.status, res.text).toBe(201);
     const usage = await sys.admin.getTenant({ tenantId: t.tenantId });

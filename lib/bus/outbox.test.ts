@@ -177,7 +177,7 @@ describe("outbox", () => {
     // The first round runs at start; only a notification can start the next within the minute.
     await waitFor("the first round", async () => (await unpublished(db)) === 0);
     const [eventId] = await enqueueCommitted(db, 1);
-    await waitFor("the notified round", () => bus.publishes.has(eventId as string), 5_000);
+    await waitFor("the notified round", () => bus.publishes.has(eventId as string), 30_000);
   });
 
   it("stop waits for the running round", async () => {

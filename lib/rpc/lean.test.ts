@@ -40,7 +40,7 @@ const run = promisify(execFile);
  * same handler behind the lean server and behind a stock connect-node server, so that every
  * client can be held to the same answers.
  */
-type Seen = { tenant?: string; aborted: string[]; calls: number };
+type Seen = { tenant?: string; holding: string[]; aborted: string[]; calls: number };
 
 function routes(seen: Seen) {
   return (router: ConnectRouter) => {
@@ -61,6 +61,7 @@ function routes(seen: Seen) {
         if (verb === "crash") throw new Error("SELECT secret FROM internal");
         if (verb === "hold") {
           // Waits for its signal: the deadline or the caller going away must abort it.
+          seen.holding.push(arg ?? "");
           await new Promise<void>((resolve) =>
             ctx.signal.addEventListener("abort", () => {
               seen.aborted.push(arg ?? "");
@@ -96,13 +97,14 @@ async function outcome(call: Promise<{ serverId: string }>): Promise<{ code: Cod
   }
 }
 
+// A generous deadline: on a busy machine an abort can take seconds to reach the handler.
 const until = async (check: () => boolean) => {
-  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 2_000 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
   return check();
 };
 
 describe("the lean internal hop", () => {
-  const seen: Seen = { aborted: [], calls: 0 };
+  const seen: Seen = { holding: [], aborted: [], calls: 0 };
   let lean: RpcServer;
   beforeAll(async () => {
     lean = await createRpcServer({ name: "lean-test", port: 0, routes: routes(seen) });
@@ -173,7 +175,8 @@ describe("the lean internal hop", () => {
         const tag = `${name}-cancel`;
         const controller = new AbortController();
         const call = outcome(client.checkIn({ serverId: `hold:${tag}` }, { signal: controller.signal }));
-        await new Promise((r) => setTimeout(r, 100));
+        // The caller goes away once the handler holds the call, not after a guess at how long that takes.
+        expect(await until(() => seen.holding.includes(tag))).toBe(true);
         controller.abort();
         expect((await call).code).toBe(Code.Canceled);
         expect(await until(() => seen.aborted.includes(tag))).toBe(true);
@@ -296,7 +299,7 @@ describe("the lean internal hop", () => {
   });
 
   describe("the lean client against a stock connect-node server", () => {
-    const stockSeen: Seen = { aborted: [], calls: 0 };
+    const stockSeen: Seen = { holding: [], aborted: [], calls: 0 };
     let stock: { url: string; close(): Promise<void> };
     beforeAll(async () => {
       stock = await stockServer(stockSeen);
