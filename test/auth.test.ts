@@ -510,24 +510,9 @@ describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
 
     it("accepts parameters in any order, spaces after commas and the scheme name in any letter case", async () => {
       const t = await tenant();
+      // The layouts the parser accepts are a unit table (gateway/auth/signature-header.test.ts);
+      // end to end, two of them show the gateway verifies what the parser accepts.
       const variants: ((p: Params) => string)[] = [
-        (p) =>
-          authorization([
-            ["sig", p.sig],
-            ["kid", p.kid],
-            ["nonce", p.nonce],
-            ["ts", p.ts],
-            ["tenant", p.tenant],
-          ]),
-        (p) =>
-          authorization([
-            ["ts", p.ts],
-            ["tenant", p.tenant],
-            ["sig", p.sig],
-            ["nonce", p.nonce],
-            ["kid", p.kid],
-          ]),
-        (p) => authorization(p, { separator: ", " }),
         (p) =>
           authorization(
             [
@@ -539,7 +524,6 @@ describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
             ],
             { separator: ", " },
           ),
-        (p) => authorization(p, { scheme: "fv1-hmac-sha256" }),
         (p) => authorization(p, { scheme: "Fv1-Hmac-Sha256", separator: ", " }),
       ];
       for (const [i, variant] of variants.entries()) {
@@ -550,50 +534,20 @@ describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
       }
     });
 
-    it("answers 401 INVALID_SIGNATURE to every malformed parameter, even when the signature covers it", async () => {
+    // The header's grammar is a unit table (gateway/auth/signature-header.test.ts); end to end, one
+    // malformed case per parameter shows the gateway answers what the parser says.
+    it("answers 401 INVALID_SIGNATURE to a malformed parameter, even when the signature covers it", async () => {
       const t = await tenant();
-      const now = Date.now();
       const s = (opts: Parameters<typeof sign>[3] = {}) => sign(t.signer, "GET", "/v1/replays", opts);
+      const dup = s();
       const cases: [string, string][] = [
-        ["ts not decimal (letters)", authorization(s({ ts: "abc" }))],
-        ["ts with a plus sign", authorization(s({ ts: `+${now}` }))],
-        ["ts negative", authorization(s({ ts: `-${now}` }))],
-        ["ts with a fraction", authorization(s({ ts: `${now}.0` }))],
-        ["ts in exponent form", authorization(s({ ts: `${now / 1000}e3` }))],
-        ["ts in hex", authorization(s({ ts: `0x${now.toString(16)}` }))],
-        ["ts with a unit", authorization(s({ ts: `${now}ms` }))],
-        ["ts empty", authorization({ ...s(), ts: "" })],
-        ["ts missing", authorization(omit(s(), "ts"))],
-        ["nonce empty", authorization({ ...s(), nonce: "" })],
-        ["nonce missing", authorization(omit(s(), "nonce"))],
+        ["ts with a unit", authorization(s({ ts: `${Date.now()}ms` }))],
         ["nonce of 15 characters", authorization(s({ nonce: "a".repeat(15) }))],
-        ["nonce of 65 characters", authorization(s({ nonce: "b".repeat(65) }))],
-        ["nonce with a dot", authorization(s({ nonce: `${newNonce()}.x` }))],
-        ["nonce with a tilde", authorization(s({ nonce: `${newNonce()}~x` }))],
-        ["nonce with a plus", authorization(s({ nonce: `${newNonce()}+x` }))],
-        ["nonce with a slash", authorization(s({ nonce: `${newNonce()}/x` }))],
-        ["nonce with an equals sign", authorization(s({ nonce: `${newNonce()}=x` }))],
-        ["nonce with a non-ASCII letter", authorization(s({ nonce: `${newNonce()}é` }))],
-        ["kid empty", authorization({ ...s(), kid: "" })],
         ["kid missing", authorization(omit(s(), "kid"))],
         ["sig empty", authorization({ ...s(), sig: "" })],
-        ["sig missing", authorization(omit(s(), "sig"))],
         ["tenant not a UUID", authorization(s({ tenant: "not-a-uuid" }))],
-        ["tenant without hyphens", authorization(s({ tenant: t.tenantId.replaceAll("-", "") }))],
-        ["tenant in braces", authorization(s({ tenant: `{${t.tenantId}}` }))],
-        ["tenant too long", authorization(s({ tenant: `${t.tenantId}0` }))],
-      ];
-      const dup = s();
-      cases.push(
-        [
-          "ts repeated with the same value",
-          authorization([...Object.entries(dup), ["ts", dup.ts]] as [string, string][]),
-        ],
         ["nonce repeated", authorization([...Object.entries(dup), ["nonce", newNonce()]] as [string, string][])],
-        ["tenant repeated", authorization([["tenant", dup.tenant], ...Object.entries(dup)] as [string, string][])],
-        ["sig repeated", authorization([...Object.entries(dup), ["sig", dup.sig]] as [string, string][])],
-        ["kid repeated", authorization([...Object.entries(dup), ["kid", dup.kid]] as [string, string][])],
-      );
+      ];
       for (const [name, header] of cases) {
         expectProblem(await call(url0, "GET", "/v1/replays", header), 401, "INVALID_SIGNATURE", `${name}: ${header}`);
       }
@@ -602,12 +556,7 @@ describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
     it("accepts nonces of 16 and 64 characters of [A-Za-z0-9_-]", async () => {
       const t = await tenant();
       const base = randomBytes(48).toString("base64url");
-      for (const nonce of [
-        base.slice(0, 16),
-        base.slice(0, 64),
-        `_-${base.slice(0, 14)}`,
-        `${base.slice(0, 60)}-__-`,
-      ]) {
+      for (const nonce of [`_-${base.slice(0, 14)}`, `${base.slice(0, 60)}-__-`]) {
         const res = await call(
           url0,
           "GET",
