@@ -1,4 +1,4 @@
-import { createPrng } from "../hostile/prng.js";
+import { createPrng } from "../gateway/hostile/prng.js";
 
 /**
  * A seeded random source (mulberry32), so that a run's load and fault schedule can be replayed

@@ -2,9 +2,9 @@
 // (decisions.md §2 "Rate limit"), end to end against the distributed deployment.
 import { randomBytes, randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { provisionTenant, type Res, rawRequest, send, sendSigned } from "./http.js";
-import { pollUntil } from "./poll.js";
-import { sharedSystems } from "./shared-system.js";
+import { provisionTenant, type Res, rawRequest, send, sendSigned } from "../http.js";
+import { pollUntil } from "../poll.js";
+import { sharedSystems } from "../shared-system.js";
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

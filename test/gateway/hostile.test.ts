@@ -6,17 +6,17 @@
 
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { publicRoutes } from "../gateway/routes/table.js";
-import { ActorSchema, MemberRole } from "../gen/replay/common/v1/common_pb.js";
-import { trustedHeaders } from "../lib/rpc/context.js";
+import { publicRoutes } from "../../gateway/routes/table.js";
+import { ActorSchema, MemberRole } from "../../gen/replay/common/v1/common_pb.js";
+import { trustedHeaders } from "../../lib/rpc/context.js";
+import { provisionTenant, send } from "../http.js";
+import { grpcCheckIn } from "../recorder.js";
+import { sharedSystems } from "../shared-system.js";
 import { contractViolations, describeFailure, sendHostile } from "./hostile/check.js";
 import { connectInternal, hostileInternalCall, type InternalCall, sendInternal } from "./hostile/internal.js";
 import { countFromEnv, createPrng, seedFromEnv } from "./hostile/prng.js";
 import { hostileRequest } from "./hostile/request.js";
 import { routeSchemas } from "./hostile/routes.js";
-import { provisionTenant, send } from "./http.js";
-import { grpcCheckIn } from "./recorder.js";
-import { sharedSystems } from "./shared-system.js";
 
 const SEED = seedFromEnv(process.env);
 // 2 500 requests a mode (5 000 a run of both) take about 10 s a mode on the 2-core machine.

@@ -1,5 +1,5 @@
-import { canonicalQuery, canonicalString, hmacSha256Hex, sha256Hex } from "../../lib/signing.js";
-import type { Signer } from "../http.js";
+import { canonicalQuery, canonicalString, hmacSha256Hex, sha256Hex } from "../../../lib/signing.js";
+import type { Signer } from "../../http.js";
 import type { Prng } from "./prng.js";
 import { type Context, type RouteSchema, routeSchemas } from "./routes.js";
 import { hostileQueryValue, hostileSegment, hostileString, prngUuid, wrongJson } from "./values.js";

@@ -4,10 +4,10 @@
 import { randomUUID } from "node:crypto";
 import { connect } from "node:net";
 import { describe, expect, it } from "vitest";
-import { signRequest } from "../lib/signing.js";
-import { expectProblem } from "./expect.js";
-import { provisionTenant, send } from "./http.js";
-import { sharedSystems } from "./shared-system.js";
+import { signRequest } from "../../lib/signing.js";
+import { expectProblem } from "../expect.js";
+import { provisionTenant, send } from "../http.js";
+import { sharedSystems } from "../shared-system.js";
 
 type Raw = { status: number; headers: Record<string, string>; body: any; closedAfterMs: number; firstByteMs: number };
 

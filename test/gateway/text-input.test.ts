@@ -6,14 +6,14 @@ import { randomUUID } from "node:crypto";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
-import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
-import { trustedHeaders } from "../lib/rpc/context.js";
-import { contractCodeOf } from "../lib/rpc/errors.js";
-import { expectProblem } from "./expect.js";
-import { provisionTenant, send, sendSigned } from "./http.js";
-import { grpcCheckIn } from "./recorder.js";
-import { runReplayctl } from "./replayctl.js";
-import { sharedSystems } from "./shared-system.js";
+import { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
+import { trustedHeaders } from "../../lib/rpc/context.js";
+import { contractCodeOf } from "../../lib/rpc/errors.js";
+import { expectProblem } from "../expect.js";
+import { provisionTenant, send, sendSigned } from "../http.js";
+import { grpcCheckIn } from "../recorder.js";
+import { runReplayctl } from "../replayctl.js";
+import { sharedSystems } from "../shared-system.js";
 
 /** The contract code and field violations an internal call was refused with. */
 async function refusal(call: Promise<unknown>) {

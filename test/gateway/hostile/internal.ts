@@ -1,6 +1,6 @@
 import http2 from "node:http2";
 import { create, type DescMessage, ScalarType, toBinary } from "@bufbuild/protobuf";
-import { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
+import { ServersService } from "../../../gen/replay/servers/v1/servers_pb.js";
 import type { Prng } from "./prng.js";
 
 // The internal variant of the hostile generator: random bodies to the servers service's unary RPCs

@@ -1,4 +1,4 @@
-import { rawRequest } from "../http.js";
+import { rawRequest } from "../../http.js";
 import type { HostileRequest } from "./request.js";
 
 export type Answer = Awaited<ReturnType<typeof rawRequest>>;
