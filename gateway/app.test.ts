@@ -1,6 +1,7 @@
 import { connect, type Socket } from "node:net";
 import { gunzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
+import { waitFor } from "../test/poll.js";
 import { buildApp, type GatewayDeps } from "./app.js";
 import type { Authenticator } from "./auth/authenticate.js";
 import { createRateLimiter } from "./rate-limit.js";
@@ -78,16 +79,6 @@ async function connected(port: number): Promise<Socket> {
   return socket;
 }
 
-/** Polls `check` every 50 ms until it holds or `deadlineMs` passes; resolves to whether it held. */
-async function eventually(check: () => boolean | Promise<boolean>, deadlineMs: number): Promise<boolean> {
-  const until = Date.now() + deadlineMs;
-  while (Date.now() < until) {
-    if (await check()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return check();
-}
-
 function openConnections(app: { server: { getConnections(cb: (err: Error | null, n: number) => void): void } }) {
   return new Promise<number>((resolve) => app.server.getConnections((_err, n) => resolve(n)));
 }
@@ -108,7 +99,7 @@ describe("the public port's connection limits (issue 29)", () => {
       const trickle = setInterval(() => socket.writable && socket.write("a"), 100);
       try {
         // Before the fix nothing bounded it: the connection stayed open as long as bytes came.
-        expect(await eventually(() => closed, 10_000)).toBe(true);
+        await waitFor("the socket closed", () => closed);
       } finally {
         clearInterval(trickle);
       }
@@ -131,9 +122,9 @@ describe("the public port's connection limits (issue 29)", () => {
       const socket = await connected(port);
       socket.pause();
       socket.write("GET /docs/js/scalar.js HTTP/1.1\r\nHost: x\r\n\r\n".repeat(3));
-      expect(await eventually(async () => (await openConnections(app)) === 1, 5_000)).toBe(true);
+      await waitFor("one open connection", async () => (await openConnections(app)) === 1);
       // Before the fix no timeout applied: the three answers waited in memory for ever.
-      expect(await eventually(async () => (await openConnections(app)) === 0, 10_000)).toBe(true);
+      await waitFor("no open connection", async () => (await openConnections(app)) === 0);
       socket.destroy();
     } finally {
       await app.close();

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createConnection } from "node:net";
 import { delimiter, join } from "node:path";
-import { waitFor } from "../lib/bus/_testing.js";
+import { waitFor } from "./poll.js";
 
 /** The nats-server binary on PATH (or Debian's /usr/sbin), or undefined on a machine without one. */
 export function natsServerBinary(): string | undefined {

@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { connect } from "nats";
 import { describe, expect, inject, it, onTestFinished } from "vitest";
+import { waitFor } from "../../test/poll.js";
 import { isUniqueViolation } from "../db/errors.js";
 import type { Db } from "../db/types.js";
 import { assertPublishSubject, type Bus, type BusHandler, type BusMessage } from "./bus.js";
@@ -78,20 +79,6 @@ export async function deleteNamespaceStreams(servers: string, namespace: string)
     }
   } finally {
     await nc.close();
-  }
-}
-
-/** Polls `check` until it returns true; fails with `what` after `timeoutMs`. */
-export async function waitFor(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
 

@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { waitFor } from "../../test/poll.js";
 import { createTestDb, type TestDb } from "../db/_testing.js";
 import { migrate } from "../db/migrate.js";
 import type { Db } from "../db/types.js";
-import { createTestBus, waitFor } from "./_testing.js";
+import { createTestBus } from "./_testing.js";
 import type { BusMessage } from "./bus.js";
 import { applyEvent, type Consumer, type ConsumerDeps, type GroupHandler, startConsumer } from "./consumer.js";
 import { buildEvent } from "./events.js";

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { waitFor } from "../../test/poll.js";
 import { type TestDb, type TestDbMode, testDbModes } from "../db/_testing.js";
-import { createEmbeddedTestBus, describeBusContract, type TestBus, waitFor } from "./_testing.js";
+import { createEmbeddedTestBus, describeBusContract, type TestBus } from "./_testing.js";
 
 // One embedded database for the file (from the migrated template); the tests run one after another
 // and each starts from empty outboxes and no cursors.

@@ -1,7 +1,8 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { connect, StorageType } from "nats";
 import { describe, expect, inject, it, onTestFinished } from "vitest";
-import { createNatsTestBus, deleteNamespaceStreams, describeBusContract, recorder, waitFor } from "./_testing.js";
+import { waitFor } from "../../test/poll.js";
+import { createNatsTestBus, deleteNamespaceStreams, describeBusContract, recorder } from "./_testing.js";
 import { createNatsBus, natsStreamName } from "./nats.js";
 
 // A NATS server with JetStream: NATS_URL, or the one the test run started from the nats-server binary.

@@ -1,12 +1,13 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { waitFor } from "../../test/poll.js";
 import { metricValue } from "../_metrics-testing.js";
 import { createTestDb, type TestDb } from "../db/_testing.js";
 import { migrate } from "../db/migrate.js";
 import type { Db } from "../db/types.js";
 import { metricsText, watchOutbox } from "../metrics.js";
 import { formatTraceparent, nextSpan } from "../trace.js";
-import { createTestBus, recorder, waitFor } from "./_testing.js";
+import { createTestBus, recorder } from "./_testing.js";
 import type { Bus } from "./bus.js";
 import { enqueue, outboxMigrations, startOutboxRelay } from "./outbox.js";
 

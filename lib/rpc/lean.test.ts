@@ -27,6 +27,7 @@ import {
   CheckInResponseSchema,
   RecorderService,
 } from "../../gen/replay/servers/v1/recorder_pb.js";
+import { waitFor } from "../../test/poll.js";
 import { DomainError } from "../errors.js";
 import { kTenant, readTrustedContext, trustedHeaders } from "./context.js";
 import { contractCodeOf, errorInterceptor } from "./errors.js";
@@ -97,12 +98,6 @@ async function outcome(call: Promise<{ serverId: string }>): Promise<{ code: Cod
   }
 }
 
-// A generous deadline: on a busy machine an abort can take seconds to reach the handler.
-const until = async (check: () => boolean) => {
-  for (let i = 0; i < 2_000 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
-  return check();
-};
-
 describe("the lean internal hop", () => {
   const seen: Seen = { holding: [], aborted: [], calls: 0 };
   let lean: RpcServer;
@@ -167,7 +162,7 @@ describe("the lean internal hop", () => {
         expect((await outcome(client.checkIn({ serverId: `hold:${tag}` }, { timeoutMs: 200 }))).code).toBe(
           Code.DeadlineExceeded,
         );
-        expect(await until(() => seen.aborted.includes(tag))).toBe(true);
+        await waitFor("the handler aborted", () => seen.aborted.includes(tag));
       });
 
       it("cancels: the handler's signal is aborted when the caller goes away", async () => {
@@ -176,10 +171,10 @@ describe("the lean internal hop", () => {
         const controller = new AbortController();
         const call = outcome(client.checkIn({ serverId: `hold:${tag}` }, { signal: controller.signal }));
         // The caller goes away once the handler holds the call, not after a guess at how long that takes.
-        expect(await until(() => seen.holding.includes(tag))).toBe(true);
+        await waitFor("the handler holding the call", () => seen.holding.includes(tag));
         controller.abort();
         expect((await call).code).toBe(Code.Canceled);
-        expect(await until(() => seen.aborted.includes(tag))).toBe(true);
+        await waitFor("the handler aborted", () => seen.aborted.includes(tag));
       });
     });
   }
@@ -211,7 +206,7 @@ describe("the lean internal hop", () => {
       const error = findTrailerError(trailer);
       expect(error && contractCodeOf(error)?.code).toBe("SERVER_NOT_FOUND");
       expect((await call("hold:grpc-js", 200)).code).toBe(grpc.status.DEADLINE_EXCEEDED);
-      expect(await until(() => seen.aborted.includes("grpc-js"))).toBe(true);
+      await waitFor("the handler aborted", () => seen.aborted.includes("grpc-js"));
     } finally {
       client.close();
     }
@@ -321,7 +316,7 @@ describe("the lean internal hop", () => {
       expect((await outcome(client.checkIn({ serverId: "hold:stock" }, { timeoutMs: 200 }))).code).toBe(
         Code.DeadlineExceeded,
       );
-      expect(await until(() => stockSeen.aborted.includes("stock"))).toBe(true);
+      await waitFor("the stock handler aborted", () => stockSeen.aborted.includes("stock"));
     });
 
     it("answers an unreachable backend as unavailable", async () => {
@@ -350,7 +345,7 @@ describe("the lean internal hop", () => {
     const h1 = createClient(RecorderService, createLeanTransport({ baseUrl: server.url }));
     const h2 = createClient(RecorderService, createConnectTransport({ baseUrl: server.url, httpVersion: "2" }));
     const calls = [h1.checkIn({ serverId: "one" }), h2.checkIn({ serverId: "two" })];
-    expect(await until(() => started === 2)).toBe(true);
+    await waitFor("both calls started", () => started === 2);
     const closed = server.close(5_000);
     await new Promise((r) => setTimeout(r, 50));
     release();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { waitFor } from "../bus/_testing.js";
+import { waitFor } from "../../test/poll.js";
 import { startWorker } from "./worker.js";
 
 describe("startWorker", () => {

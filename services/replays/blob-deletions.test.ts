@@ -7,21 +7,13 @@ import type { BlobStore } from "../../lib/blob/blob.js";
 import { createFsBlobStore } from "../../lib/blob/fs.js";
 import { type TestDb, testDbModes } from "../../lib/db/_testing.js";
 import { startWorker } from "../../lib/worker/worker.js";
+import { waitFor } from "../../test/poll.js";
 import { insertBlobDeletion, updateBlobDeletionsClaimed } from "./archive-store.js";
 import { blobDeletionsWorker, retryDelayMs } from "./blob-deletions.js";
 
 // The archive removal queue (issue 10: no orphan archive for ever): the worker removes a queued
 // archive from a real blob store and drops the queue row only once the store confirmed; a store
 // that fails leaves the row queued, counted and due later.
-
-/** Waits for `done` with a 30 s deadline (generous: a busy machine makes the test slower, not wrong). */
-async function until(done: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (!(await done())) {
-    if (Date.now() > deadline) throw new Error("not done within 30 s");
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 describe("retryDelayMs", () => {
   it("doubles from the base per failed attempt, up to the maximum", () => {
@@ -151,9 +143,12 @@ describe.each(testDbModes())("blob deletions ($name database)", ({ open }) => {
     await using _worker = startWorker(blobDeletionsWorker({ db: testDb.db, blobs, intervalMs: 600_000 }));
     // The first round, which runs once the worker listens, takes `first`; the next waits 10 minutes
     // unless a NOTIFY wakes it.
-    await until(async () => (await queued(first)) === undefined);
+    await waitFor("the first blob dequeued", async () => (await queued(first)) === undefined);
     await testDb.db.transaction((tx) => insertBlobDeletion(tx, key));
-    await until(async () => (await blobs.stat(key)) === undefined && (await queued(key)) === undefined);
+    await waitFor(
+      "the blob deleted and dequeued",
+      async () => (await blobs.stat(key)) === undefined && (await queued(key)) === undefined,
+    );
   });
 
   it("works a full batch and asks for another round at once", async () => {

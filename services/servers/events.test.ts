@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { createTestBus, waitFor } from "../../lib/bus/_testing.js";
+import { createTestBus } from "../../lib/bus/_testing.js";
 import { applyEvent, startConsumer } from "../../lib/bus/consumer.js";
 import { buildEvent } from "../../lib/bus/events.js";
 import { outboxMigrations } from "../../lib/bus/outbox.js";
@@ -8,6 +8,7 @@ import { createTestDb } from "../../lib/db/_testing.js";
 import { migrate, readMigrations } from "../../lib/db/migrate.js";
 import type { Db } from "../../lib/db/types.js";
 import { sourceFolder } from "../../lib/paths.js";
+import { waitFor } from "../../test/poll.js";
 import { serversConsumers } from "./events.js";
 import * as store from "./store.js";
 

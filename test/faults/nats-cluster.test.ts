@@ -3,12 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "nats";
 import { afterAll, describe, expect, it } from "vitest";
-import { recorder, waitFor } from "../../lib/bus/_testing.js";
+import { recorder } from "../../lib/bus/_testing.js";
 import type { Bus } from "../../lib/bus/bus.js";
 import { createNatsBus, natsStreamName } from "../../lib/bus/nats.js";
 import { freePorts } from "../free-port.js";
 import { natsServer, natsServerBinary } from "../nats-server.js";
-import { pollUntil } from "../poll.js";
+import { pollUntil, waitFor } from "../poll.js";
 
 // NATS_STREAM_REPLICAS on a 3-node JetStream cluster, as deploy/k8s runs NATS: each stream kept
 // by all three servers (an existing one-replica stream raised in place), so that losing a node

@@ -4,7 +4,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "nats";
 import { describe, expect, it, onTestFinished } from "vitest";
-import { waitFor } from "../../lib/bus/_testing.js";
 import { startConsumer } from "../../lib/bus/consumer.js";
 import { buildEvent } from "../../lib/bus/events.js";
 import { createNatsBus } from "../../lib/bus/nats.js";
@@ -13,6 +12,7 @@ import { createTestDb } from "../../lib/db/_testing.js";
 import { migrate } from "../../lib/db/migrate.js";
 import { freePorts } from "../free-port.js";
 import { natsServer, natsServerBinary } from "../nats-server.js";
+import { waitFor } from "../poll.js";
 
 const schema = "fault_outbox";
 const subject = "servers.server.created" as const;
