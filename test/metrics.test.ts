@@ -3,7 +3,7 @@ import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
-import { metricValue } from "../lib/_metrics-testing.js";
+import { metricValue } from "../lib/_testing.js";
 import { provisionTenant, send, sendSigned } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { recordingOnNewServer } from "./recorder.js";
