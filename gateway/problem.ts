@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import { isConnectionLoss } from "../lib/db/errors.js";
 import { DomainError, type ErrorCode, errorCodes } from "../lib/errors.js";
 import { type Problem, problem } from "../lib/problem.js";
@@ -55,4 +56,24 @@ function defaultDetail(code: ErrorCode): string {
   return code === "INTERNAL_ERROR"
     ? "an unexpected error occurred; it has been logged"
     : code.toLowerCase().replaceAll("_", " ");
+}
+
+/** True for the errors of a client that went away mid-request: logged as such, not as failures. */
+export function isClientAbort(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === "ECONNRESET" || code === "ECONNABORTED" || code === "ERR_STREAM_PREMATURE_CLOSE";
+}
+
+/** Retry-After on a 503 SERVICE_UNAVAILABLE: a replica restarts, or the pool reconnects, within seconds. */
+const SERVICE_UNAVAILABLE_RETRY_AFTER_S = "1";
+
+/** A problem as the answer to `req`, with its request id as the instance. */
+export function sendProblem(req: FastifyRequest, reply: FastifyReply, body: Problem) {
+  // A backend or the database away for a moment (a restart, a failover): the client may retry soon.
+  if (body.code === "SERVICE_UNAVAILABLE") reply.header("retry-after", SERVICE_UNAVAILABLE_RETRY_AFTER_S);
+  return reply
+    .header("x-request-id", req.id)
+    .code(body.status)
+    .type("application/problem+json")
+    .send(JSON.stringify({ ...body, instance: req.id }));
 }
