@@ -9,6 +9,7 @@ import { buildEvent } from "../lib/bus/events.js";
 import type { Db } from "../lib/db/types.js";
 import { DomainError } from "../lib/errors.js";
 import { newId, parseUuid } from "../lib/ids.js";
+import { memberRoleName, memberRoles } from "../lib/member-role.js";
 import { keysetAfter, keysetPage } from "../lib/page/keyset.js";
 import { pageSizeOf } from "../lib/page/size.js";
 import { traceOf, trustedHeaders } from "../lib/rpc/context.js";
@@ -17,7 +18,7 @@ import { hashApiKey, mintApiKey } from "./auth/api-key.js";
 import type { KeyCache } from "./auth/key-cache.js";
 import { parseScopes, type Scope } from "./auth/scopes.js";
 import { rethrowBackendError } from "./forward.js";
-import type { MemberRow, PlanInput, TenantRow } from "./store.js";
+import type { PlanInput, TenantRow } from "./store.js";
 import * as store from "./store.js";
 
 /** A new tenant's plan when replayctl names no value (operations.md `tenant create`). */
@@ -39,20 +40,6 @@ export type AdminDeps = {
   keyCache: KeyCache;
   servers: Client<typeof ServersService>;
   replays: Client<typeof ReplaysService>;
-};
-
-const roleNames: Partial<Record<MemberRole, string>> = {
-  [MemberRole.OWNER]: "owner",
-  [MemberRole.ADMIN]: "admin",
-  [MemberRole.MEMBER]: "member",
-  [MemberRole.VIEWER]: "viewer",
-};
-
-const roleValues: Record<MemberRow["role"], MemberRole> = {
-  owner: MemberRole.OWNER,
-  admin: MemberRole.ADMIN,
-  member: MemberRole.MEMBER,
-  viewer: MemberRole.VIEWER,
 };
 
 const requireId = (value: string, what: string) => parseUuid(value, "INVALID_ARGUMENT", what);
@@ -224,7 +211,7 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
 
     async addMember(req) {
       const tenantId = requireId(req.tenantId, "tenant");
-      const role = roleNames[req.role];
+      const role = memberRoleName(req.role);
       if (!role) throw new DomainError("INVALID_ARGUMENT", "role must be owner, admin, member or viewer");
       if (!(await store.findTenantById(db, tenantId)))
         throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
@@ -235,7 +222,7 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
 
     async updateMember(req) {
       const memberId = requireId(req.memberId, "member");
-      const role = req.role === MemberRole.UNSPECIFIED ? undefined : roleNames[req.role];
+      const role = req.role === MemberRole.UNSPECIFIED ? undefined : memberRoleName(req.role);
       if (req.role !== MemberRole.UNSPECIFIED && !role) throw new DomainError("INVALID_ARGUMENT", "unknown role");
       if (!(await store.updateMember(db, memberId, role, req.instanceSettings))) {
         throw new DomainError("MEMBER_NOT_FOUND", `no member ${memberId}`);
@@ -273,7 +260,7 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
       return {
         members: page.rows.map((row) => ({
           memberId: row.member_id,
-          role: roleValues[row.role],
+          role: memberRoles[row.role],
           instanceSettings: row.instance_settings,
           createdAt: timestampFromDate(row.created_at),
           removedAt: timestampOrUnset(row.removed_at),

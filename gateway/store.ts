@@ -1,6 +1,7 @@
 import type { OutgoingEvent } from "../lib/bus/events.js";
 import { enqueue } from "../lib/bus/outbox.js";
 import type { Queryable, Tx } from "../lib/db/types.js";
+import type { MemberRoleName } from "../lib/member-role.js";
 
 /** The tenant's plan, as the gateway enforces it and the identity events publish it. */
 export type TenantRow = {
@@ -28,7 +29,7 @@ export type ApiKeyIdentityRow = {
 export type MemberRow = {
   member_id: string;
   tenant_id: string;
-  role: "owner" | "admin" | "member" | "viewer";
+  role: MemberRoleName;
   instance_settings: boolean;
   removed: boolean;
   granted_category_ids: string[];

@@ -1,18 +1,12 @@
 import { MemberRole } from "../../gen/replay/common/v1/common_pb.js";
+import { memberRoleName, memberRoles } from "../../lib/member-role.js";
 import { type Command, command } from "../command.js";
 import { bool, choice, pageFlags, pageOf, required, text } from "../flags.js";
 import { CliError } from "../output.js";
 import { iso, isoOrNull } from "../respond.js";
 
-const roles = {
-  owner: MemberRole.OWNER,
-  admin: MemberRole.ADMIN,
-  member: MemberRole.MEMBER,
-  viewer: MemberRole.VIEWER,
-};
-
 function roleName(role: MemberRole): string {
-  const name = Object.keys(roles).find((key) => roles[key as keyof typeof roles] === role);
+  const name = memberRoleName(role);
   if (name === undefined) throw new CliError("INTERNAL_ERROR", "the service answered without a member role");
   return name;
 }
@@ -22,7 +16,7 @@ export const memberCommands: readonly Command[] = [
   command({
     noun: "member",
     verb: "add",
-    flags: { tenant: required(text("T")), role: required(choice(roles)), "instance-settings": bool() },
+    flags: { tenant: required(text("T")), role: required(choice(memberRoles)), "instance-settings": bool() },
     run: async (c, v) => {
       const res = await c.admin.addMember({
         tenantId: v.tenant,
@@ -35,7 +29,7 @@ export const memberCommands: readonly Command[] = [
   command({
     noun: "member",
     verb: "update",
-    flags: { member: required(text("M")), role: choice(roles), "instance-settings": bool() },
+    flags: { member: required(text("M")), role: choice(memberRoles), "instance-settings": bool() },
     run: async (c, v) => {
       const res = await c.admin.updateMember({
         memberId: v.member,
