@@ -7,8 +7,10 @@ import { parseTraceparent, type Span, startSpan, traceLogFields } from "../../..
 import { newLeaseOwner } from "../../../lib/worker/lease.js";
 import type { WorkerSpec } from "../../../lib/worker/worker.js";
 import * as store from "../store.js";
+import { newBreaker, noteAttempt, probeHeld } from "./breaker.js";
 import type { DeliveryClient } from "./client.js";
 import { nextStep } from "./schedule.js";
+import { claimCaps, newSlots, noteClaim, occupy, planClaim, vacate } from "./slots.js";
 
 const log = logger("webhooks:delivery");
 
@@ -78,19 +80,10 @@ export const UNREACHABLE_HOLD_MS = 5 * 60_000;
  */
 export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const { db, client } = deps;
-  const maxInFlight = deps.maxInFlight ?? MAX_IN_FLIGHT;
-  const perSubscription = deps.perSubscription ?? PER_SUBSCRIPTION_MAX;
   const owner = newLeaseOwner();
   const leaseMs = deps.timeoutMs + LEASE_MARGIN_MS;
-  // Attempts in flight, by delivery, and how many each subscription has (the claim's cap, and
-  // whether a fan-out may make a first attempt).
-  const inFlight = new Map<string, Promise<void>>();
-  const perSubscriptionInFlight = new Map<string, number>();
-  // Whether the last claim was held back by this worker's slots or caps, so that more may be due
-  // than it took: then every attempt that ends wakes the worker for another claim. Otherwise only a
-  // claimed attempt does (its subscription may have more due); a fan-out's leased attempt then frees
-  // a slot nothing waits for, and a claim per finished first attempt would be a statement wasted.
-  let heldBack = true;
+  const slots = newSlots(deps.maxInFlight ?? MAX_IN_FLIGHT, deps.perSubscription ?? PER_SUBSCRIPTION_MAX);
+  const breaker = newBreaker(deps.unreachableHoldMs ?? UNREACHABLE_HOLD_MS);
   let nudge = () => {};
   let gathering: NodeJS.Timeout | undefined;
   const slotFreed = () => {
@@ -101,45 +94,22 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   };
   let recording = true;
   let unwatchQueue = () => {};
-  // Subscriptions whose receiver could not be reached (a circuit breaker): their deliveries are not
-  // claimed, so no attempt is spent on a receiver that is down and no wait is shortened; a probe
-  // (a connection, no request) every PROBE_INTERVAL_MS finds it back, and its backlog goes at once.
-  // Per replica and in memory: a restarted replica learns it again from one failed attempt. Held
-  // no longer than the hold's bound, and only once while the receiver stays unreachable
-  // (`unheld`): its deliveries then follow the schedule, each failing attempt counted, so a
-  // receiver gone for good ends its deliveries failed when the schedule says, not a hold later.
-  const unreachable = new Map<string, { url: string; since: number; probing: boolean }>();
-  const unheld = new Set<string>();
-  const holdMaxMs = deps.unreachableHoldMs ?? UNREACHABLE_HOLD_MS;
   let probes: NodeJS.Timeout | undefined;
-  const probeUnreachable = () => {
-    for (const [subscriptionId, entry] of unreachable) {
-      if (Date.now() - entry.since > holdMaxMs) {
-        unreachable.delete(subscriptionId);
-        unheld.add(subscriptionId);
-        log.info({ subscriptionId }, "receiver still unreachable; its deliveries follow the schedule");
+  const probeUnreachable = () =>
+    probeHeld(
+      breaker,
+      Date.now(),
+      (url) => client.probe(url),
+      (subscriptionId, why) => {
+        log.info(
+          { subscriptionId },
+          why === "reachable"
+            ? "receiver reachable again; resuming its deliveries"
+            : "receiver still unreachable; its deliveries follow the schedule",
+        );
         nudge();
-        continue;
-      }
-      if (entry.probing) continue;
-      entry.probing = true;
-      void client.probe(entry.url).then((up) => {
-        entry.probing = false;
-        if (!up) return;
-        unreachable.delete(subscriptionId);
-        log.info({ subscriptionId }, "receiver reachable again; resuming its deliveries");
-        nudge();
-      });
-    }
-  };
-
-  /** In-flight attempts per subscription for the claim's cap; an unreachable receiver's counts as full. */
-  const claimCaps = (): Map<string, number> => {
-    const caps = new Map<string, number>();
-    for (const [subscriptionId, n] of perSubscriptionInFlight) caps.set(subscriptionId, n);
-    for (const subscriptionId of unreachable.keys()) caps.set(subscriptionId, perSubscription);
-    return caps;
-  };
+      },
+    );
 
   const record = createBatcher<store.AttemptRecord, void>({
     // Asynchronous commit: a record lost in a database crash leaves the delivery leased, so it is
@@ -173,9 +143,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       eventId: row.event_id,
       body: row.body,
     });
-    if (!result.unreachable) unheld.delete(row.subscription_id);
-    else if (!unreachable.has(row.subscription_id) && !unheld.has(row.subscription_id)) {
-      unreachable.set(row.subscription_id, { url: row.url, since: Date.now(), probing: false });
+    if (noteAttempt(breaker, row.subscription_id, row.url, result.unreachable, Date.now())) {
       log.warn(
         { subscriptionId: row.subscription_id, error: result.error, ...traceLogFields(span.trace) },
         "receiver unreachable; holding its deliveries",
@@ -232,7 +200,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
 
   /**
    * Starts one attempt in a slot of its own; `done` stores it (the record batcher). The slot is
-   * freed once it is stored. `first`: a fan-out leased it (see heldBack).
+   * freed once it is stored. `first`: a fan-out leased it (see Slots.heldBack).
    */
   function start(
     row: store.ClaimedDelivery,
@@ -256,14 +224,9 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         );
       })
       .finally(() => {
-        inFlight.delete(row.delivery_id);
-        const n = (perSubscriptionInFlight.get(row.subscription_id) ?? 1) - 1;
-        if (n > 0) perSubscriptionInFlight.set(row.subscription_id, n);
-        else perSubscriptionInFlight.delete(row.subscription_id);
-        if (!first || heldBack) slotFreed();
+        if (vacate(slots, row.delivery_id, row.subscription_id, first)) slotFreed();
       });
-    inFlight.set(row.delivery_id, running);
-    perSubscriptionInFlight.set(row.subscription_id, (perSubscriptionInFlight.get(row.subscription_id) ?? 0) + 1);
+    occupy(slots, row.delivery_id, row.subscription_id, running);
   }
 
   /**
@@ -276,9 +239,10 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
    * they end.)
    */
   function fanOutLease(): store.FanOutLease | undefined {
-    const free = maxInFlight - inFlight.size;
+    const free = slots.max - slots.running.size;
     if (!recording || free <= 0) return undefined;
-    return { owner, leaseMs, perSubscription, limit: free, busy: claimCaps() };
+    const busy = claimCaps(slots, breaker.held.keys());
+    return { owner, leaseMs, perSubscription: slots.perSubscription, limit: free, busy };
   }
 
   return {
@@ -310,24 +274,25 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       probes.unref();
     },
     async round() {
-      const free = maxInFlight - inFlight.size;
+      const plan = planClaim(slots, breaker.held.keys());
       // Every slot busy: a finishing attempt wakes the loop.
-      if (free <= 0) {
-        heldBack = true;
-        return false;
-      }
-      const busy = claimCaps();
-      const claimed = await store.claimDeliveries(db, { owner, leaseMs, perSubscription, limit: free, busy });
-      heldBack = claimed.length === free || [...busy.values()].some((n) => n >= perSubscription);
+      if (!plan) return false;
+      const claimed = await store.claimDeliveries(db, {
+        owner,
+        leaseMs,
+        perSubscription: slots.perSubscription,
+        ...plan,
+      });
+      const filled = noteClaim(slots, plan, claimed.length);
       for (const row of claimed) start(row, record);
-      if (claimed.length === free) return true;
+      if (filled) return true;
       // While attempts run, each one that finishes wakes the loop; idle, it sleeps until the next
       // scheduled attempt (or the poll, for other replicas' leases and caps).
-      if (inFlight.size > 0) return false;
+      if (slots.running.size > 0) return false;
       return (await store.nextDueInMs(db)) ?? false;
     },
     async drain(signal) {
-      const finished = Promise.all(inFlight.values()).then(() => undefined);
+      const finished = Promise.all(slots.running.values()).then(() => undefined);
       const aborted = new Promise<void>((resolve) => {
         if (signal.aborted) resolve();
         signal.addEventListener("abort", () => resolve(), { once: true });
@@ -337,7 +302,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       unwatchQueue();
       clearTimeout(gathering);
       clearInterval(probes);
-      const unfinished = [...inFlight.keys()];
+      const unfinished = [...slots.running.keys()];
       if (unfinished.length === 0) {
         await client.close();
         return;
