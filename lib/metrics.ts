@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { outboxBacklog } from "./bus/outbox.js";
 import type { Db, Queryable } from "./db/types.js";
 import { logger } from "./log.js";
 
@@ -41,19 +42,9 @@ export const rateLimitRefusals = new Counter({
   registers: [registry],
 });
 
-/** Webhook delivery attempts by outcome: succeeded, retrying (another attempt is due), failed (none is), gone (410). */
-export const webhookAttempts = new Histogram({
-  name: "replay_webhook_attempt_duration_seconds",
-  help: "Webhook delivery attempts by outcome and trigger, and how long each took.",
-  labelNames: ["outcome", "trigger"] as const,
-  buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15],
-  registers: [registry],
-});
-
 // Values read when scraped, from whatever the process registered to watch.
 const outboxes = new Map<string, Queryable>();
 const consumers = new Map<string, () => Promise<number>>();
-let webhookQueue: Queryable | undefined;
 
 // One query per schema feeds both outbox families. The registry collects every family at once, so
 // the two share the read in flight instead of each running its own.
@@ -63,13 +54,8 @@ function readOutboxes(): Promise<Map<string, { backlog: number; age: number }>> 
     const values = new Map<string, { backlog: number; age: number }>();
     await Promise.all(
       [...outboxes].map(async ([schema, db]) => {
-        const row = await readOrLog(`outbox ${schema}`, () =>
-          db.query<{ backlog: string; age: number | null }>(
-            `SELECT count(*) AS backlog, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS age
-               FROM ${schema}.outbox WHERE published_at IS NULL`,
-          ),
-        );
-        if (row) values.set(schema, { backlog: Number(row.backlog), age: Math.max(0, row.age ?? 0) });
+        const backlog = await readOrLog(`outbox ${schema}`, () => outboxBacklog(db, schema));
+        if (backlog) values.set(schema, backlog);
       }),
     );
     return values;
@@ -119,31 +105,41 @@ new Gauge({
   },
 });
 
-new Gauge({
-  name: "replay_webhook_queue_depth",
-  help: "Webhook deliveries pending: an attempt due now or scheduled.",
-  labelNames: ["due"] as const,
-  registers: [registry],
-  async collect() {
-    this.reset();
-    const db = webhookQueue;
-    if (!db) return;
-    const row = await readOrLog("webhook queue", () =>
-      db.query<{ now: string; later: string }>(
-        `SELECT count(*) FILTER (WHERE manual_queued > 0 OR next_attempt_at <= now()) AS now,
-                count(*) FILTER (WHERE manual_queued = 0 AND next_attempt_at > now()) AS later
-           FROM webhooks.delivery WHERE status = 'pending'`,
-      ),
-    );
-    if (!row) return;
-    this.set({ due: "now" }, Number(row.now));
-    this.set({ due: "later" }, Number(row.later));
-  },
-});
+/**
+ * A gauge a service registers for a value of its own (the webhooks queue depth), read at each
+ * scrape by what `watch` was given, while the returned function has not been called. lib/ knows
+ * no service's tables: the reading is the service's.
+ */
+export function scrapedGauge<L extends string>(spec: {
+  name: string;
+  help: string;
+  labelNames: readonly L[];
+}): { watch(read: () => Promise<ReadonlyArray<[Partial<Record<L, string>>, number]>>): () => void } {
+  let reader: (() => Promise<ReadonlyArray<[Partial<Record<L, string>>, number]>>) | undefined;
+  new Gauge({
+    ...spec,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const read = reader;
+      if (!read) return;
+      const values = await readOrLog(spec.name, read);
+      for (const [labels, value] of values ?? []) this.set(labels, value);
+    },
+  });
+  return {
+    watch(read) {
+      reader = read;
+      return () => {
+        if (reader === read) reader = undefined;
+      };
+    },
+  };
+}
 
-async function readOrLog<T>(what: string, read: () => Promise<{ rows: T[] }>): Promise<T | undefined> {
+async function readOrLog<T>(what: string, read: () => Promise<T>): Promise<T | undefined> {
   try {
-    return (await read()).rows[0];
+    return await read();
   } catch (err) {
     log.warn({ err, what }, "reading a metric for /metrics failed");
     return undefined;
@@ -160,14 +156,6 @@ export function watchOutbox(db: Db): () => void {
 export function watchConsumer(durable: string, lag: () => Promise<number>): () => void {
   consumers.set(durable, lag);
   return () => consumers.delete(durable);
-}
-
-/** Reports the webhook delivery queue of this database while the returned function has not been called. */
-export function watchWebhookQueue(db: Queryable): () => void {
-  webhookQueue = db;
-  return () => {
-    if (webhookQueue === db) webhookQueue = undefined;
-  };
 }
 
 /** The exposition: every family in the Prometheus text format. */

@@ -55,6 +55,26 @@ export function sqlStatements(text: string): string[] {
   );
 }
 
+// lib/ holds SQL only where it owns tables: lib/db (each schema's migration log) and lib/bus (each
+// schema's outbox and inbox, the embedded bus's cursor). A schema prefix that is a variable
+// (`${schema}.outbox`) counts as the table's own.
+const LIB_SQL_DIRS = ["lib/db/", "lib/bus/"];
+const LIB_TABLES = new Set(["schema_migrations", "outbox", "inbox", "bus.cursor"]);
+
+/** The string and template literals of a source that hold an SQL statement. */
+export function sqlLiterals(text: string): string[] {
+  const literals = text.match(/`(?:[^`\\]|\\.)*`|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'/g) ?? [];
+  return literals.filter((literal) => sqlStatements(literal).length > 0);
+}
+
+/** The tables a statement names after FROM, JOIN, INTO, UPDATE or TABLE (functions such as unnest(...) left out). */
+export function tablesNamed(sql: string): string[] {
+  const found = sql.matchAll(
+    /\b(?:FROM|JOIN|INTO|UPDATE|TABLE(?:\s+IF\s+NOT\s+EXISTS)?)\s+(?:\$\{[^}]*\}\.)?([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)?)(?![a-z0-9_.]*\s*\()/g,
+  );
+  return [...found].map((m) => m[1] as string);
+}
+
 describe("import boundaries (STYLE.md §3)", () => {
   it("a service never imports another service or the gateway", () => {
     for (const file of sources("services")) {
@@ -96,6 +116,18 @@ describe("import boundaries (STYLE.md §3)", () => {
     const all = [...sources("services"), ...sources("gateway"), ...sources("cli")].filter(code);
     for (const file of all.filter((f) => !/\/([a-z]+-)?store\.ts$/.test(f))) {
       expect(sqlStatements(readFileSync(join(root, file), "utf8")), `${file} holds SQL`).toEqual([]);
+    }
+  });
+
+  it("SQL in lib/ lives in lib/db and lib/bus and names only their own tables (a service's tables are its store's)", () => {
+    for (const file of sources("lib").filter(code)) {
+      const literals = sqlLiterals(readFileSync(join(root, file), "utf8"));
+      if (!LIB_SQL_DIRS.some((dir) => file.startsWith(dir))) {
+        expect(literals, `${file} holds SQL`).toEqual([]);
+        continue;
+      }
+      const foreign = literals.flatMap(tablesNamed).filter((table) => !LIB_TABLES.has(table));
+      expect(foreign, `${file} names tables that are not lib's own`).toEqual([]);
     }
   });
 
@@ -146,6 +178,18 @@ describe("import boundaries (STYLE.md §3)", () => {
     for (const prose of ['throw new Error("Select a server from the list")', '"updated settings"', '"deleted"']) {
       expect(sqlStatements(prose), prose).toEqual([]);
     }
+    expect(
+      sqlLiterals(
+        'const a = "prose"; q.query(`SELECT n FROM ' + "$" + "{schema}.outbox o JOIN webhooks.delivery d ON true`);",
+      ),
+    ).toHaveLength(1);
+    expect(tablesNamed(`SELECT n FROM \${schema}.outbox o JOIN webhooks.delivery d ON true`)).toEqual([
+      "outbox",
+      "webhooks.delivery",
+    ]);
+    expect(
+      tablesNamed(`INSERT INTO \${assertSchemaName(s)}.inbox SELECT * FROM unnest($1::uuid[]) FOR UPDATE SKIP LOCKED`),
+    ).toEqual(["inbox"]);
   });
 
   it("only lib/db/db.ts imports pg", () => {

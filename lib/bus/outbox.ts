@@ -1,6 +1,6 @@
 import type { Migration } from "../db/migrate.js";
 import { traceparentOf } from "../db/transaction-trace.js";
-import type { Db, Tx } from "../db/types.js";
+import type { Db, Queryable, Tx } from "../db/types.js";
 import { assertSchemaName } from "../db/types.js";
 import { logger } from "../log.js";
 import { parseTraceparent } from "../trace.js";
@@ -134,4 +134,15 @@ export function startOutboxRelay(deps: OutboxRelayDeps): Worker {
 /** The NOTIFY channel enqueue() signals on commit; relays and the embedded bus listen to it. */
 export function outboxChannel(schema: string): string {
   return `${assertSchemaName(schema)}_outbox`;
+}
+
+/** The schema's events not yet published, and the age in seconds of the oldest (0 when none): /metrics' outbox gauges. */
+export async function outboxBacklog(q: Queryable, schema: string): Promise<{ backlog: number; age: number }> {
+  const s = assertSchemaName(schema);
+  const { rows } = await q.query<{ backlog: string; age: number | null }>(
+    `SELECT count(*) AS backlog, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS age
+       FROM ${s}.outbox WHERE published_at IS NULL`,
+  );
+  const row = rows[0];
+  return { backlog: Number(row?.backlog ?? 0), age: Math.max(0, row?.age ?? 0) };
 }

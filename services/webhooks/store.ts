@@ -509,3 +509,13 @@ export async function releaseDeliveries(
     [deliveryIds, owner, why],
   );
 }
+
+/** Pending deliveries: those with an attempt due now (a manual one queued, or the schedule's), and those scheduled later. */
+export async function queueDepth(q: Queryable): Promise<{ now: number; later: number }> {
+  const { rows } = await q.query<{ now: string; later: string }>(
+    `SELECT count(*) FILTER (WHERE manual_queued > 0 OR next_attempt_at <= now()) AS now,
+            count(*) FILTER (WHERE manual_queued = 0 AND next_attempt_at > now()) AS later
+       FROM webhooks.delivery WHERE status = 'pending'`,
+  );
+  return { now: Number(rows[0]?.now ?? 0), later: Number(rows[0]?.later ?? 0) };
+}

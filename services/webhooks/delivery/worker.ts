@@ -2,13 +2,13 @@ import { createBatcher } from "../../../lib/db/batch.js";
 import { isConnectionLoss } from "../../../lib/db/errors.js";
 import type { Db } from "../../../lib/db/types.js";
 import { logger } from "../../../lib/log.js";
-import { watchWebhookQueue, webhookAttempts } from "../../../lib/metrics.js";
 import { parseTraceparent, type Span, startSpan, traceLogFields } from "../../../lib/trace.js";
 import { newLeaseOwner } from "../../../lib/worker/lease.js";
 import type { WorkerSpec } from "../../../lib/worker/worker.js";
 import * as store from "../store.js";
 import { newBreaker, noteAttempt, probeHeld } from "./breaker.js";
 import type { DeliveryClient } from "./client.js";
+import { watchQueueDepth, webhookAttempts } from "./metrics.js";
 import { nextStep } from "./schedule.js";
 import { claimCaps, newSlots, noteClaim, occupy, planClaim, vacate } from "./slots.js";
 
@@ -269,7 +269,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     },
     started(wake) {
       nudge = wake;
-      unwatchQueue = watchWebhookQueue(db);
+      unwatchQueue = watchQueueDepth(db);
       probes = setInterval(probeUnreachable, PROBE_INTERVAL_MS);
       probes.unref();
     },

@@ -1,0 +1,32 @@
+// The webhooks service's own metrics, in the process's registry (lib/metrics.ts): its attempts, and
+// its queue depth read from its own table at each scrape while a delivery worker runs.
+import { Histogram } from "prom-client";
+import type { Queryable } from "../../../lib/db/types.js";
+import { registry, scrapedGauge } from "../../../lib/metrics.js";
+import { queueDepth } from "../store.js";
+
+/** Webhook delivery attempts by outcome: succeeded, retrying (another attempt is due), failed (none is), gone (410). */
+export const webhookAttempts = new Histogram({
+  name: "replay_webhook_attempt_duration_seconds",
+  help: "Webhook delivery attempts by outcome and trigger, and how long each took.",
+  labelNames: ["outcome", "trigger"] as const,
+  buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15],
+  registers: [registry],
+});
+
+const queueDepthGauge = scrapedGauge({
+  name: "replay_webhook_queue_depth",
+  help: "Webhook deliveries pending: an attempt due now or scheduled.",
+  labelNames: ["due"] as const,
+});
+
+/** Reports the delivery queue of this database while the returned function has not been called. */
+export function watchQueueDepth(db: Queryable): () => void {
+  return queueDepthGauge.watch(async () => {
+    const depth = await queueDepth(db);
+    return [
+      [{ due: "now" }, depth.now],
+      [{ due: "later" }, depth.later],
+    ];
+  });
+}
