@@ -11,7 +11,7 @@ import type { UnaryRoute } from "./unary-routes.js";
  * HTTP/1.1 or HTTP/2, in gRPC-Web (binary), and (below) in gRPC on HTTP/2 streams, served straight
  * from the request with the same ServiceImpl handlers and interceptors. It answers whether it took
  * the request; what it does not take (streams, gRPC-Web text, Connect GET, compressed bodies, unknown
- * paths) goes to connect-node, which answers it as before.
+ * paths) goes to connect-node. Which port serves what, by which code: the top of server.ts.
  */
 export function createLeanHandler(
   routes: ReadonlyMap<string, UnaryRoute>,

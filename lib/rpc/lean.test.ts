@@ -115,7 +115,7 @@ describe("the lean internal hop", () => {
     ["connect-node Connect JSON over HTTP/1.1", (baseUrl) => createConnectTransport({ baseUrl, httpVersion: "1.1" })],
     ["connect-node gRPC", (baseUrl) => createGrpcTransport({ baseUrl })],
     [
-      "connect-node gRPC-Web (served by connect-node)",
+      "connect-node gRPC-Web (binary, served by the lean path)",
       (baseUrl) => createGrpcWebTransport({ baseUrl, httpVersion: "2" }),
     ],
   ];

@@ -1,3 +1,29 @@
+// Which port serves which protocol on which path, and by which code: the one place this is written.
+//
+// The public port (PORT, gateway/app.ts, Fastify, HTTP/1.1 only): the REST API of the route table
+// (gateway/routes/table.ts: /v1/api/*, /v1/replays*, /v1/webhooks*, each route naming its
+// authentication, API key or signature), /healthz, /readyz, /openapi.json and /docs. No RPC
+// protocol is served there.
+//
+// Every internal port is one createRpcServer (below): the gateway's INTERNAL_PORT (the identity
+// admin service, and every service forwarded to its own port by gateway/forward.ts, so replayctl
+// and recorders need one address), and each service's own port (PORT in the distributed mode,
+// MARKERS_PORT ... WEBHOOKS_PORT on 127.0.0.1 in the embedded one). Each serves, over HTTP/1.1 and
+// h2c alike (listener.ts tells them apart by the first bytes), on /<package.Service>/<Method>:
+//
+// | protocol | taken by the lean path (lean-handler.ts)                   | left to connect-node (same handlers)    |
+// | -------- | ---------------------------------------------------------- | --------------------------------------- |
+// | Connect  | unary POST, proto or JSON, uncompressed (connect-unary.ts) | GET, streams, compressed bodies         |
+// | gRPC     | unary on an h2c stream, uncompressed (grpc-unary.ts)       | streams, compressed, +json              |
+// | gRPC-Web | unary, binary, uncompressed (grpc-web-unary.ts)            | the -text variants, compressed, streams |
+//
+// Each request is answered by exactly one of the two: the lean path answers whether it took it, and
+// connect-node gets only what it did not. Before both: the internal token (internal-token.ts; an
+// open grpc.health.v1.Health, registered here when isReady is given) and GET /metrics
+// (metrics.ts). A path that names no method: unknown-method.ts (UNIMPLEMENTED in gRPC and gRPC-Web,
+// 404 in Connect). The lean gRPC-Web path is no duplicate of connect-node's: on a body that is not
+// the method's input connect-node answers another status than invalid_argument, which every
+// protocol answers (lib/rpc/lean.test.ts). What a port accepts in detail: docs/grpc-port.md.
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
@@ -58,13 +84,11 @@ export type RpcServerOptions = {
 };
 
 /**
- * Serves Connect, gRPC and gRPC-Web on one port, over HTTP/1.1 and HTTP/2 cleartext (h2c): the
- * gateway and replayctl call it in the Connect protocol over HTTP/1.1 keep-alive, recorder
- * infrastructure with stock gRPC clients over h2c. Unary calls take the lean path (lean-handler.ts);
- * streams and anything else go to connect-node. Every handler runs behind the error interceptor
- * and sees the trusted context (tenant, actor, request id). GET /metrics answers the process's
- * metrics (lib/metrics.ts), behind the internal token like every call. What a port accepts
- * (compression, limits, deadlines, unknown methods, health names) is in docs/grpc-port.md.
+ * Serves Connect, gRPC and gRPC-Web on one port (the table at the top of this file): the gateway
+ * and replayctl call it in the Connect protocol over HTTP/1.1 keep-alive, recorder infrastructure
+ * with stock gRPC clients over h2c. Every handler runs behind the error interceptor and sees the
+ * trusted context (tenant, actor, request id). GET /metrics answers the process's metrics
+ * (lib/metrics.ts), behind the internal token like every call.
  */
 export async function createRpcServer(options: RpcServerOptions): Promise<RpcServer> {
   keepByteOrderMarks();
