@@ -1,6 +1,6 @@
 import { type Actor, MemberRole } from "../gen/replay/common/v1/common_pb.js";
 import { memberRoles } from "../lib/member-role.js";
-import type { MemberRow } from "./store.js";
+import type { MemberRow } from "./identity/store.js";
 
 /** The member a management key is bound to, as trusted context. A member row that vanished counts as removed. */
 export function toActor(member: MemberRow | undefined, memberId: string): Actor {

@@ -6,10 +6,10 @@ import { trustedHeaders } from "../lib/rpc/context.js";
 import { formatTraceparent } from "../lib/trace.js";
 import { toActor } from "./actor.js";
 import type { Authenticator } from "./auth/authenticate.js";
+import { findMemberById } from "./identity/store.js";
 import { type RateLimiter, rateLimitHeaders } from "./rate-limit.js";
 import { escapeNul } from "./routes/json.js";
 import { isRateLimited, type Route } from "./routes/route.js";
-import { findMemberById } from "./store.js";
 import { originForm, splitUrl } from "./url.js";
 
 export type GuardDeps = {

@@ -20,14 +20,14 @@ import { createRpcServer } from "../lib/rpc/server.js";
 import { msUntil, openSchema, type Running, schemaMigrations } from "../lib/service-host.js";
 import { sharedAnswer } from "../lib/shared-answer.js";
 import { DRAIN_MS, startWorker } from "../lib/worker/worker.js";
-import { createIdentityAdminService } from "./admin.js";
 import { buildApp } from "./app.js";
 import { createAuthenticator } from "./auth/authenticate.js";
 import { createKeyCache } from "./auth/key-cache.js";
 import { forwardService } from "./forward.js";
+import { createIdentityAdminService } from "./identity/admin-service.js";
+import { countTenants, deleteNoncesExpired } from "./identity/store.js";
 import { createRateLimiter } from "./rate-limit.js";
 import { publicRoutes } from "./routes/table.js";
-import { countTenants, deleteNoncesExpired } from "./store.js";
 
 const log = logger("gateway:main");
 
@@ -47,7 +47,7 @@ const READINESS_TTL_MS = 1_000;
 
 /** The identity schema's migrations (the gateway owns it). */
 export function identityMigrations(): Promise<Migration[]> {
-  return schemaMigrations("identity", sourceFolder(import.meta.url, "./migrations"));
+  return schemaMigrations("identity", sourceFolder(import.meta.url, "./identity/migrations"));
 }
 
 /**

@@ -4,7 +4,7 @@ import { testDbModes } from "../../lib/db/_testing.js";
 import type { Db } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { signRequest } from "../../lib/signing.js";
-import { deleteNoncesExpired, insertSigningKey, insertTenant } from "../store.js";
+import { deleteNoncesExpired, insertSigningKey, insertTenant } from "../identity/store.js";
 import { createAuthenticator, SIGNATURE_WINDOW_MS } from "./authenticate.js";
 import { createKeyCache } from "./key-cache.js";
 

@@ -1,4 +1,4 @@
-import type { ApiKeyIdentityRow } from "../store.js";
+import type { ApiKeyIdentityRow } from "../identity/store.js";
 
 /**
  * API-key lookups cached per gateway replica. An entry lives at most `ttlMs`: that bound is what

@@ -1,23 +1,31 @@
+// The identity service: tenants, members, API keys and signing keys (IdentityAdminService), in the
+// shape of a service (admin-service.ts its handlers, store.ts its schema, migrations/), but hosted
+// by the gateway process rather than one of its own: the identity schema is what every public
+// request is authenticated against (gateway/auth reads it through store.ts, behind a key cache the
+// admin handlers evict from in the same process), so a separate process would put a network hop
+// and a second cache in front of every request. It is served on the gateway's internal port
+// (gateway/main.ts), never the public one, and publishes its events (identity.*) through the
+// identity schema's outbox like any service.
 import { randomBytes } from "node:crypto";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { type Client, Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { MemberRole } from "../gen/replay/common/v1/common_pb.js";
-import type { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
-import type { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
-import type { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
-import { buildEvent } from "../lib/bus/events.js";
-import type { Db } from "../lib/db/types.js";
-import { DomainError } from "../lib/errors.js";
-import { newId, parseUuid } from "../lib/ids.js";
-import { memberRoleName, memberRoles } from "../lib/member-role.js";
-import { keysetAfter, keysetPage } from "../lib/page/keyset.js";
-import { pageSizeOf } from "../lib/page/size.js";
-import { traceOf, trustedHeaders } from "../lib/rpc/context.js";
-import { hasControl, trimWhiteSpace } from "../lib/text.js";
-import { hashApiKey, mintApiKey } from "./auth/api-key.js";
-import type { KeyCache } from "./auth/key-cache.js";
-import { parseScopes, type Scope } from "./auth/scopes.js";
-import { rethrowBackendError } from "./forward.js";
+import { MemberRole } from "../../gen/replay/common/v1/common_pb.js";
+import type { IdentityAdminService } from "../../gen/replay/identity/v1/admin_pb.js";
+import type { ReplaysService } from "../../gen/replay/replays/v1/replays_pb.js";
+import type { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
+import { buildEvent } from "../../lib/bus/events.js";
+import type { Db } from "../../lib/db/types.js";
+import { DomainError } from "../../lib/errors.js";
+import { newId, parseUuid } from "../../lib/ids.js";
+import { memberRoleName, memberRoles } from "../../lib/member-role.js";
+import { keysetAfter, keysetPage } from "../../lib/page/keyset.js";
+import { pageSizeOf } from "../../lib/page/size.js";
+import { traceOf, trustedHeaders } from "../../lib/rpc/context.js";
+import { hasControl, trimWhiteSpace } from "../../lib/text.js";
+import { hashApiKey, mintApiKey } from "../auth/api-key.js";
+import type { KeyCache } from "../auth/key-cache.js";
+import { parseScopes, type Scope } from "../auth/scopes.js";
+import { rethrowBackendError } from "../forward.js";
 import type { PlanInput, TenantRow } from "./store.js";
 import * as store from "./store.js";
 

@@ -1,7 +1,7 @@
-import type { OutgoingEvent } from "../lib/bus/events.js";
-import { enqueue } from "../lib/bus/outbox.js";
-import type { Queryable, Tx } from "../lib/db/types.js";
-import type { MemberRoleName } from "../lib/member-role.js";
+import type { OutgoingEvent } from "../../lib/bus/events.js";
+import { enqueue } from "../../lib/bus/outbox.js";
+import type { Queryable, Tx } from "../../lib/db/types.js";
+import type { MemberRoleName } from "../../lib/member-role.js";
 
 /** The tenant's plan, as the gateway enforces it and the identity events publish it. */
 export type TenantRow = {
