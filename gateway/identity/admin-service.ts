@@ -21,27 +21,13 @@ import { memberRoleName, memberRoles } from "../../lib/member-role.js";
 import { keysetAfter, keysetPage } from "../../lib/page/keyset.js";
 import { pageSizeOf } from "../../lib/page/size.js";
 import { traceOf, trustedHeaders } from "../../lib/rpc/context.js";
-import { hasControl, trimWhiteSpace } from "../../lib/text.js";
 import { hashApiKey, mintApiKey } from "../auth/api-key.js";
 import type { KeyCache } from "../auth/key-cache.js";
 import { parseScopes, type Scope } from "../auth/scopes.js";
 import { rethrowBackendError } from "../forward.js";
+import { defaultPlan, hotOverRetention, parseTenantName, planField, retentionFields } from "./plan.js";
 import type { PlanInput, TenantRow } from "./store.js";
 import * as store from "./store.js";
-
-/** A new tenant's plan when replayctl names no value (operations.md `tenant create`). */
-export const defaultPlan: PlanInput = {
-  name: "",
-  serverLimit: 10,
-  storageQuotaBytes: 10 * 1024 ** 3,
-  rateLimitRps: 50,
-  rateLimitBurst: 100,
-  retentionDays: 90,
-  hotDays: 30,
-};
-
-/** The longest retention a plan may set, in days (ten years). */
-export const RETENTION_DAYS_MAX = 3650;
 
 export type AdminDeps = {
   db: Db;
@@ -51,32 +37,6 @@ export type AdminDeps = {
 };
 
 const requireId = (value: string, what: string) => parseUuid(value, "INVALID_ARGUMENT", what);
-
-function planField(
-  value: bigint | number | undefined,
-  what: string,
-  min: number,
-  max = Number.MAX_SAFE_INTEGER,
-): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < min || n > max) {
-    const range = max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`;
-    throw new DomainError("INVALID_ARGUMENT", `${what} must be a whole number ${range}`);
-  }
-  return n;
-}
-
-/** The plan's retention fields of a request, each checked on its own (1 to 3650, 0 to 3650 days). */
-function retentionFields(req: { retentionDays?: number; hotDays?: number }) {
-  return {
-    retentionDays: planField(req.retentionDays, "retention days", 1, RETENTION_DAYS_MAX),
-    hotDays: planField(req.hotDays, "hot days", 0, RETENTION_DAYS_MAX),
-  };
-}
-
-const hotOverRetention = () =>
-  new DomainError("INVALID_ARGUMENT", "hot days must not exceed retention days (a replay is hot within its retention)");
 
 function tenantUpserted(tenant: TenantRow) {
   return buildEvent("identity.tenant.upserted", {
@@ -93,19 +53,6 @@ function tenantUpserted(tenant: TenantRow) {
 function pageOf(req: { pageSize?: number; pageToken: string }) {
   const pageSize = pageSizeOf(req.pageSize);
   return { pageSize, after: keysetAfter(req.pageToken) };
-}
-
-/**
- * A tenant's display name, cleaned as every name is (decisions.md §1, §4: Unicode White_Space
- * trimmed at both ends, nothing else) and refused with INVALID_NAME when it holds a control
- * character (the server-name rule of §1; the contract sets no other rule for tenant names, so it
- * may be empty, as an unset one is). Undefined stays unset.
- */
-export function parseTenantName(raw: string | undefined): string | undefined {
-  if (raw === undefined) return undefined;
-  const name = trimWhiteSpace(raw);
-  if (hasControl(name)) throw new DomainError("INVALID_NAME", "a tenant name must not contain control characters");
-  return name;
 }
 
 const timestampOrUnset = (date: Date | null) => (date ? timestampFromDate(date) : undefined);
