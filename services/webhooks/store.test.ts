@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { preparedPlans, type TestDb, testDbModes } from "../../lib/db/_testing.js";
 import type { Db } from "../../lib/db/types.js";
+import * as queue from "./delivery/queue-store.js";
 import * as store from "./store.js";
 
 // The fan-out's one statement for a group of events (events.ts), against a real database in both modes.
@@ -47,7 +48,7 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
       ]),
     );
     const claim = (owner: string) =>
-      store.claimDeliveries(db, { owner, leaseMs: 60_000, perSubscription: 16, limit: 10, busy: new Map() });
+      queue.claimDeliveries(db, { owner, leaseMs: 60_000, perSubscription: 16, limit: 10, busy: new Map() });
     const claimed = (await claim("replica-a")).find((d) => d.subscription_id === subscriptionId);
     if (!claimed) throw new Error("nothing claimed");
     // Replica A's lease runs out while its attempt hangs; replica B claims, sends and succeeds.
@@ -58,7 +59,7 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
     const retaken = (await claim("replica-b")).find((d) => d.delivery_id === claimed.delivery_id);
     // Each claim opened its attempt in the log: A's is 1, B's 2.
     expect([claimed.attempt, retaken?.attempt]).toEqual([1, 2]);
-    const record = (owner: string, attempt: number, statusCode: number): store.AttemptRecord => ({
+    const record = (owner: string, attempt: number, statusCode: number): queue.AttemptRecord => ({
       deliveryId: claimed.delivery_id,
       attempt,
       owner,
@@ -70,11 +71,11 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
       nextAttemptAt: statusCode === 200 ? null : new Date(Date.now() + 60_000),
       gone: false,
     });
-    await store.recordAttempts(db, [record("replica-b", 2, 200)]);
+    await queue.recordAttempts(db, [record("replica-b", 2, 200)]);
     // A's failure comes last: logged, but the delivery stays succeeded, with no attempt due.
-    await store.recordAttempts(db, [record("replica-a", 1, 500)]);
+    await queue.recordAttempts(db, [record("replica-a", 1, 500)]);
     // Recorded again (a retry after a lost connection): nothing changes.
-    await store.recordAttempts(db, [record("replica-b", 2, 200)]);
+    await queue.recordAttempts(db, [record("replica-b", 2, 200)]);
     const { rows } = await db.query(
       `SELECT status, last_status_code, next_attempt_at, attempt_count, automatic_attempts, lease_owner
          FROM webhooks.delivery WHERE delivery_id = $1`,
@@ -106,7 +107,7 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
       ]),
     );
     const claim = (owner: string) =>
-      store
+      queue
         .claimDeliveries(db, { owner, leaseMs: 60_000, perSubscription: 16, limit: 10, busy: new Map() })
         .then((rows) => rows.find((d) => d.subscription_id === subscriptionId));
     const first = await claim("replica-a");
@@ -132,7 +133,7 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
       { attempt: 2, open: true, error: null },
     ]);
     // B stops with its request cut: handed back, its attempt closed too.
-    await store.releaseDeliveries(db, "replica-b", [first.delivery_id], "cut short: the sender stopped");
+    await queue.releaseDeliveries(db, "replica-b", [first.delivery_id], "cut short: the sender stopped");
     expect((await store.listAttempts(db, [first.delivery_id])).map((a) => [a.attempt, a.error])).toEqual([
       [2, "cut short: the sender stopped"],
       [1, "no answer recorded: the sender stopped"],
@@ -214,7 +215,7 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
       const plans = await db.transaction(async (tx) => {
         // One connection; small and varying batches, the ones a custom plan is estimated cheapest for.
         for (let i = 0; i < 12; i++) {
-          const claimed = await store.claimDeliveries(tx, {
+          const claimed = await queue.claimDeliveries(tx, {
             owner: "test",
             leaseMs: 30_000,
             perSubscription: 4,
@@ -222,7 +223,7 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
             busy: new Map(subscriptions.slice(0, i % 3).map((id) => [id, 1])),
           });
           expect(claimed).toHaveLength(1 + (i % 4));
-          await store.recordAttempts(
+          await queue.recordAttempts(
             tx,
             claimed.map((d) => ({
               deliveryId: d.delivery_id,

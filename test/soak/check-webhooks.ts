@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { decodeEvent, type EventSubject } from "../../lib/bus/events.js";
-import { unknownOutcome } from "../../services/webhooks/store.js";
+import { unknownOutcome } from "../../services/webhooks/delivery/queue-store.js";
 import { type Invariant, invariant, result } from "./invariant.js";
 import { acked, type Model, type Op } from "./model.js";
 import type { ReceivedDelivery } from "./receiver.js";

@@ -3,7 +3,7 @@
 import { Histogram } from "prom-client";
 import type { Queryable } from "../../../lib/db/types.js";
 import { registry, scrapedGauge } from "../../../lib/metrics.js";
-import { queueDepth } from "../store.js";
+import { queueDepth } from "./queue-store.js";
 
 /** Webhook delivery attempts by outcome: succeeded, retrying (another attempt is due), failed (none is), gone (410). */
 export const webhookAttempts = new Histogram({

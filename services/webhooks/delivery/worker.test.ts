@@ -10,6 +10,7 @@ import { pollUntil } from "../../../test/poll.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../../../test/webhook-receiver.js";
 import * as store from "../store.js";
 import { createDeliveryClient } from "./client.js";
+import * as queue from "./queue-store.js";
 import { parseAllowTargets } from "./target.js";
 import { type DeliveryWorkerDeps, deliveryWorker } from "./worker.js";
 
@@ -135,7 +136,7 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
   it("attempts a delivery again once the lease of a replica that died mid-attempt runs out", async () => {
     const { subscriptionId, path } = await subscriptionWith(1);
     // A replica claims the delivery and dies before recording anything.
-    const claimed = await store.claimDeliveries(db, {
+    const claimed = await queue.claimDeliveries(db, {
       owner: "dead-replica",
       leaseMs: 500,
       perSubscription: 16,

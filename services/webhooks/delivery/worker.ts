@@ -5,10 +5,11 @@ import { logger } from "../../../lib/log.js";
 import { parseTraceparent, type Span, startSpan, traceLogFields } from "../../../lib/trace.js";
 import { newLeaseOwner } from "../../../lib/worker/lease.js";
 import type { WorkerSpec } from "../../../lib/worker/worker.js";
-import * as store from "../store.js";
+import type * as store from "../store.js";
 import { newBreaker, noteAttempt, probeHeld } from "./breaker.js";
 import type { DeliveryClient } from "./client.js";
 import { watchQueueDepth, webhookAttempts } from "./metrics.js";
+import * as queue from "./queue-store.js";
 import { nextStep } from "./schedule.js";
 import { claimCaps, newSlots, noteClaim, occupy, planClaim, vacate } from "./slots.js";
 
@@ -40,7 +41,7 @@ export type DeliveryWorker = WorkerSpec & {
    */
   fanOutLease(): store.FanOutLease | undefined;
   /** Starts the attempts of deliveries a fan-out leased to this worker, once it committed. */
-  startLeased(rows: readonly store.ClaimedDelivery[]): void;
+  startLeased(rows: readonly queue.ClaimedDelivery[]): void;
 };
 
 /** Attempts of this process in flight at most: each is an open HTTP request, cheap while it waits. */
@@ -111,15 +112,15 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       },
     );
 
-  const record = createBatcher<store.AttemptRecord, void>({
+  const record = createBatcher<queue.AttemptRecord, void>({
     // Asynchronous commit: a record lost in a database crash leaves the delivery leased, so it is
     // attempted again when the lease runs out (at least once still holds, never two at once), and
     // the worker does not wait for a WAL flush per group.
     run: async (records) => {
       const write = () =>
         db.transaction(async (tx) => {
-          await store.setAsynchronousCommit(tx);
-          await store.recordAttempts(tx, records);
+          await queue.setAsynchronousCommit(tx);
+          await queue.recordAttempts(tx, records);
         });
       // A record lost with its connection (a failover) would leave sent attempts out of the log and
       // send them again when their leases run out: once more, on the pool's fresh connection.
@@ -134,7 +135,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     maxRunning: 1,
   });
 
-  async function attempt(row: store.ClaimedDelivery, span: Span): Promise<store.AttemptRecord> {
+  async function attempt(row: queue.ClaimedDelivery, span: Span): Promise<queue.AttemptRecord> {
     const startedAt = new Date();
     const result = await client.send({
       url: row.url,
@@ -203,8 +204,8 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
    * freed once it is stored. `first`: a fan-out leased it (see Slots.heldBack).
    */
   function start(
-    row: store.ClaimedDelivery,
-    done: (attempt: store.AttemptRecord) => Promise<void>,
+    row: queue.ClaimedDelivery,
+    done: (attempt: queue.AttemptRecord) => Promise<void>,
     first = false,
   ): void {
     const span = startSpan(`webhook ${row.event}`, "client", parseTraceparent(row.traceparent ?? undefined), {
@@ -256,12 +257,12 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         return;
       }
       // The drain is over (a fan-out committed as the process stopped): another replica takes them.
-      void store
+      void queue
         .releaseDeliveries(
           db,
           owner,
           rows.map((row) => row.delivery_id),
-          store.unknownOutcome.notSent,
+          queue.unknownOutcome.notSent,
         )
         .catch((err: unknown) =>
           log.error({ err }, "handing back leased deliveries failed; their leases run out instead"),
@@ -277,7 +278,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const plan = planClaim(slots, breaker.held.keys());
       // Every slot busy: a finishing attempt wakes the loop.
       if (!plan) return false;
-      const claimed = await store.claimDeliveries(db, {
+      const claimed = await queue.claimDeliveries(db, {
         owner,
         leaseMs,
         perSubscription: slots.perSubscription,
@@ -289,7 +290,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       // While attempts run, each one that finishes wakes the loop; idle, it sleeps until the next
       // scheduled attempt (or the poll, for other replicas' leases and caps).
       if (slots.running.size > 0) return false;
-      return (await store.nextDueInMs(db)) ?? false;
+      return (await queue.nextDueInMs(db)) ?? false;
     },
     async drain(signal) {
       const finished = Promise.all(slots.running.values()).then(() => undefined);
@@ -311,7 +312,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       // claimed and sent by another replica at the same time.
       await client.destroy();
       log.warn({ deliveries: unfinished.length }, "handing back deliveries still in flight at the end of the drain");
-      await store.releaseDeliveries(db, owner, unfinished, store.unknownOutcome.cutShort).catch((err: unknown) => {
+      await queue.releaseDeliveries(db, owner, unfinished, queue.unknownOutcome.cutShort).catch((err: unknown) => {
         log.error({ err }, "handing back deliveries failed; their leases run out instead");
       });
     },

@@ -1,0 +1,252 @@
+import type { Queryable, Tx } from "../../../lib/db/types.js";
+
+// SQL of schema `webhooks`, the delivery worker's half: the queue of due deliveries, claimed for one
+// attempt each under a lease, their attempts recorded, released when the worker stops. The API's
+// half (subscriptions, the fan-out, the delivery log) is ../store.ts; both read the delivery
+// columns, and the fan-out leases what it stores as this claim would (insertDeliveries).
+
+const dueAt = "(CASE WHEN manual_queued > 0 THEN '-infinity'::timestamptz ELSE next_attempt_at END)";
+
+/** A delivery claimed for one attempt, with what the attempt needs. */
+export type ClaimedDelivery = {
+  delivery_id: string;
+  subscription_id: string;
+  event_id: string;
+  event: string;
+  body: string;
+  url: string;
+  secret: string;
+  /** A queued manual attempt goes first; it leaves the automatic schedule as it is. */
+  manual: boolean;
+  /** Automatic attempts made before this one. */
+  automatic_attempts: number;
+  /** The trace of the event (its fan-out's hop), when it had one. */
+  traceparent: string | null;
+  /** The number of the attempt opened for it in the log, which its record closes. */
+  attempt: number;
+};
+
+/**
+ * The errors of attempts whose outcome is not known: opened in the log, and their sender stopped
+ * before it recorded an answer (killed, or lost its lease), cut them short at shutdown, or never
+ * sent them. The receiver may have had the request (or, not sent, did not).
+ */
+export const unknownOutcome = {
+  abandoned: "no answer recorded: the sender stopped",
+  cutShort: "cut short: the sender stopped",
+  notSent: "not sent: the sender was stopping",
+} as const;
+const ABANDONED = unknownOutcome.abandoned;
+
+/**
+ * Claims due deliveries for one attempt each under a lease (lib/worker/lease.ts's rules, with a
+ * per-subscription cap): at most `limit` in all, soonest due first, and at most `perSubscription`
+ * in flight for one subscription in this replica, counting those it has in flight already (`busy`),
+ * so that a receiver that hangs holds a few of its slots and never all of them. Each subscription
+ * is probed through delivery_due_idx, so a backlog of one subscription is never scanned whole.
+ * The arrays and the limit are read through scalar subqueries, hidden from the planner: a custom
+ * plan that saw them was estimated cheaper than the generic one, and Postgres planned this
+ * statement anew at every claim (the same plan either way; see updateServersSeen in the servers
+ * store). Hidden, the prepared statement settles on its generic plan. Each claim opens its attempt in
+ * the log (numbered from the delivery's count) before the request is sent, and closes as abandoned
+ * the one before it if a previous holder left it open (each claim does, so no older one is open).
+ */
+export async function claimDeliveries(
+  q: Queryable,
+  claim: {
+    owner: string;
+    leaseMs: number;
+    perSubscription: number;
+    limit: number;
+    busy: ReadonlyMap<string, number>;
+  },
+): Promise<ClaimedDelivery[]> {
+  const { rows } = await q.query<ClaimedDelivery>(
+    `WITH busy AS (
+       SELECT * FROM unnest((SELECT $5::uuid[]), (SELECT $6::int[])) AS b(subscription_id, n)
+     ), d AS (
+       UPDATE webhooks.delivery AS d
+          SET lease_owner = $1, lease_expires_at = now() + $2 * interval '1 millisecond',
+              attempt_count = d.attempt_count + 1
+         FROM (
+           SELECT c.delivery_id, s.url, s.secret
+             FROM webhooks.subscription s
+             LEFT JOIN busy b ON b.subscription_id = s.subscription_id
+             CROSS JOIN LATERAL (
+               SELECT x.delivery_id, ${dueAt} AS due
+                 FROM webhooks.delivery x
+                WHERE x.subscription_id = s.subscription_id AND x.status = 'pending' AND ${dueAt} <= now()
+                  AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
+                ORDER BY ${dueAt}
+                LIMIT GREATEST($3 - COALESCE(b.n, 0), 0)
+                  FOR UPDATE OF x SKIP LOCKED
+             ) c
+            WHERE COALESCE(b.n, 0) < $3
+            ORDER BY c.due
+            LIMIT (SELECT $4::int)
+         ) AS picked
+        WHERE d.delivery_id = picked.delivery_id
+        RETURNING d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, picked.url, picked.secret,
+                  d.manual_queued > 0 AS manual, d.automatic_attempts, d.traceparent, d.attempt_count AS attempt
+     ), abandoned AS (
+       UPDATE webhooks.attempt AS a
+          SET duration_ms = GREATEST((EXTRACT(EPOCH FROM (now() - a.started_at)) * 1000)::int, 0), error = '${ABANDONED}'
+         FROM d
+        WHERE a.delivery_id = d.delivery_id AND a.attempt = d.attempt - 1 AND a.duration_ms IS NULL
+     ), opened AS (
+       INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at)
+       SELECT delivery_id, attempt, CASE WHEN manual THEN 'manual' ELSE 'automatic' END, now() FROM d
+     )
+     SELECT * FROM d`,
+    [claim.owner, claim.leaseMs, claim.perSubscription, claim.limit, [...claim.busy.keys()], [...claim.busy.values()]],
+  );
+  return rows;
+}
+
+/**
+ * Milliseconds until the soonest attempt not yet due falls due, or undefined when none is. Attempts
+ * already due but not claimable (their subscription at its cap, or leased) are left out: a finished
+ * attempt wakes the worker for those.
+ */
+export async function nextDueInMs(q: Queryable): Promise<number | undefined> {
+  const { rows } = await q.query<{ ms: number | null }>(
+    `SELECT (EXTRACT(EPOCH FROM (min(n.due) - now())) * 1000)::float8 AS ms
+       FROM webhooks.subscription s
+       CROSS JOIN LATERAL (
+         SELECT ${dueAt} AS due FROM webhooks.delivery x
+          WHERE x.subscription_id = s.subscription_id AND x.status = 'pending' AND ${dueAt} > now()
+          ORDER BY ${dueAt} LIMIT 1
+       ) n`,
+  );
+  const ms = rows[0]?.ms;
+  return ms === null || ms === undefined ? undefined : Math.max(0, Math.ceil(ms));
+}
+
+/**
+ * Lets the rest of the transaction commit without waiting for its WAL flush: for writes whose loss
+ * in a database crash only repeats work (an attempt record: the delivery stays leased and goes
+ * again), never for writes others act on at once.
+ */
+export async function setAsynchronousCommit(tx: Tx): Promise<void> {
+  await tx.query("SET LOCAL synchronous_commit = off");
+}
+
+/** One finished attempt, and what it decided for the delivery. */
+export type AttemptRecord = {
+  deliveryId: string;
+  /** The attempt's number, opened in the log when its delivery was claimed. */
+  attempt: number;
+  owner: string;
+  trigger: "automatic" | "manual";
+  startedAt: Date;
+  durationMs: number;
+  statusCode: number | null;
+  error: string | null;
+  /** The automatic schedule after an automatic attempt (null: none); a manual one leaves it as it is. */
+  nextAttemptAt: Date | null;
+  /** The receiver answered 410: no attempt follows, automatic or manual. */
+  gone: boolean;
+};
+
+/**
+ * Records finished attempts in one statement: each closes its attempt's row, opened when its delivery
+ * was claimed, with the outcome (a row already closed as abandoned gets the real one), and, while
+ * the recording worker still holds its lease, the delivery's counters, status and schedule, and
+ * the lease released. Recording the same attempt twice changes nothing more (a retry after a lost
+ * connection): the lease is no longer held the second time. A delivery deleted meanwhile (its subscription removed)
+ * records nothing. A manual attempt takes one queued manual attempt off; success or a 410 ends the
+ * delivery, pending otherwise while any attempt is still due, else failed. An attempt recorded after
+ * its lease ran out and another replica claimed the delivery (or attempted and released it) is
+ * logged only: the delivery's state is the current holder's, so a late
+ * failure never turns a succeeded delivery back to pending, nor moves its schedule. The arrays are
+ * read through scalar subqueries so that the prepared statement settles on its generic plan instead
+ * of being planned for every batch's size (as claimDeliveries).
+ */
+export async function recordAttempts(q: Queryable, records: readonly AttemptRecord[]): Promise<void> {
+  if (records.length === 0) return;
+  await q.query(
+    `WITH r AS (
+       SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::timestamptz[]),
+                            (SELECT $5::int[]), (SELECT $6::int[]), (SELECT $7::text[]), (SELECT $8::timestamptz[]),
+                            (SELECT $9::bool[]), (SELECT $10::int[]))
+         AS r(delivery_id, owner, trigger, started_at, duration_ms, status_code, error, next_attempt_at, gone, attempt)
+     ), u AS (
+       UPDATE webhooks.delivery AS d
+          SET automatic_attempts = d.automatic_attempts
+                + (d.lease_owner IS NOT DISTINCT FROM r.owner AND r.trigger = 'automatic')::int,
+              manual_queued = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.manual_queued
+                                   WHEN r.error IS NULL OR r.gone THEN 0
+                                   WHEN r.trigger = 'manual' THEN GREATEST(d.manual_queued - 1, 0)
+                                   ELSE d.manual_queued END,
+              next_attempt_at = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.next_attempt_at
+                                     WHEN r.error IS NULL OR r.gone THEN NULL
+                                     WHEN r.trigger = 'automatic' THEN r.next_attempt_at
+                                     ELSE d.next_attempt_at END,
+              status = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.status
+                            WHEN r.error IS NULL THEN 'succeeded'
+                            WHEN r.gone THEN 'failed'
+                            WHEN (r.trigger = 'manual' AND d.manual_queued > 1)
+                              OR (r.trigger = 'automatic' AND (d.manual_queued > 0 OR r.next_attempt_at IS NOT NULL))
+                              OR (r.trigger = 'manual' AND d.next_attempt_at IS NOT NULL) THEN 'pending'
+                            ELSE 'failed' END,
+              last_status_code = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.last_status_code
+                                      ELSE r.status_code END,
+              last_error = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.last_error ELSE r.error END,
+              updated_at = now(),
+              lease_owner = CASE WHEN d.lease_owner = r.owner THEN NULL ELSE d.lease_owner END,
+              lease_expires_at = CASE WHEN d.lease_owner = r.owner THEN NULL ELSE d.lease_expires_at END
+         FROM r
+        WHERE d.delivery_id = r.delivery_id
+     )
+     UPDATE webhooks.attempt AS a
+        SET started_at = r.started_at, duration_ms = r.duration_ms, status_code = r.status_code, error = r.error
+       FROM r
+      WHERE a.delivery_id = r.delivery_id AND a.attempt = r.attempt`,
+    [
+      records.map((r) => r.deliveryId),
+      records.map((r) => r.owner),
+      records.map((r) => r.trigger),
+      records.map((r) => r.startedAt),
+      records.map((r) => r.durationMs),
+      records.map((r) => r.statusCode),
+      records.map((r) => r.error),
+      records.map((r) => r.nextAttemptAt),
+      records.map((r) => r.gone),
+      records.map((r) => r.attempt),
+    ],
+  );
+}
+
+/**
+ * Hands claimed deliveries back (a stopping worker), so another replica takes them at once; their
+ * open attempts are closed with `why` (their requests were cut, or never sent).
+ */
+export async function releaseDeliveries(
+  q: Queryable,
+  owner: string,
+  deliveryIds: readonly string[],
+  why: string,
+): Promise<void> {
+  if (deliveryIds.length === 0) return;
+  await q.query(
+    `WITH released AS (
+       UPDATE webhooks.delivery SET lease_owner = NULL, lease_expires_at = NULL
+        WHERE delivery_id = ANY ($1::uuid[]) AND lease_owner = $2
+        RETURNING delivery_id
+     )
+     UPDATE webhooks.attempt
+        SET duration_ms = GREATEST((EXTRACT(EPOCH FROM (now() - started_at)) * 1000)::int, 0), error = $3
+      WHERE delivery_id IN (SELECT delivery_id FROM released) AND duration_ms IS NULL`,
+    [deliveryIds, owner, why],
+  );
+}
+
+/** Pending deliveries: those with an attempt due now (a manual one queued, or the schedule's), and those scheduled later. */
+export async function queueDepth(q: Queryable): Promise<{ now: number; later: number }> {
+  const { rows } = await q.query<{ now: string; later: string }>(
+    `SELECT count(*) FILTER (WHERE manual_queued > 0 OR next_attempt_at <= now()) AS now,
+            count(*) FILTER (WHERE manual_queued = 0 AND next_attempt_at > now()) AS later
+       FROM webhooks.delivery WHERE status = 'pending'`,
+  );
+  return { now: Number(rows[0]?.now ?? 0), later: Number(rows[0]?.later ?? 0) };
+}
