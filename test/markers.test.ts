@@ -1,3 +1,5 @@
+// Over ~350 lines because it covers every timeline-marker rule (spec, decisions.md §1 and §3) in
+// both modes, through the real recording and servers APIs.
 import { randomUUID } from "node:crypto";
 import { ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";

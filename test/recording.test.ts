@@ -1,3 +1,5 @@
+// Over ~350 lines because it covers the whole recording lifecycle (decisions.md §7) over gRPC in
+// both modes, uploads, cancels and kills included.
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";

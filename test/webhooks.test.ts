@@ -1,3 +1,5 @@
+// Over ~350 lines because it covers the eight events, signing, retries, the delivery log and manual
+// replay (decisions.md §6) in both modes against a real receiver.
 import { randomUUID } from "node:crypto";
 import { ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";

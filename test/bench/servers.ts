@@ -4,6 +4,9 @@
 // check-ins through the gateway's internal forwarder, and the service's check-in handler without the
 // RPC (where the time goes). Every measured run is checked against the rows it should have written.
 // The last line on stdout is one JSON object for scripts (summaryLine).
+// Over ~350 lines because it covers a benchmark, its baseline and the runs that say where the time
+// goes, each checked against the rows it wrote; one file so that the JSON summary compares them in
+// one run.
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
