@@ -15,8 +15,8 @@ import { sharedSystems } from "./shared-system.js";
 import { type System, startEmbeddedSystem } from "./system.js";
 
 // The replays read and delete API through the gateway (spec "Replays", decisions.md §5 and §7).
-// Until the recording RPCs exist no replay can be made through the API, so the tests that need
-// replays seed replays.replay (and replays.tenant) with SQL. The rules that need no replay run on
+// The tests that need many replays in given states seed replays.replay (and replays.tenant) with
+// SQL, faster and more exact than recording each (test/recording.test.ts covers the recording API). The rules that need no replay run on
 // both shared systems; the seeded ones run in full on the distributed system, whose database the
 // test reaches, and again (without inserts between pages) on an embedded system of the test's own,
 // seeded while it is stopped (the last describe).
