@@ -24,7 +24,14 @@ declare module "vitest" {
      * docs/webhooks.md's example receiver (`examplePort`): the two ports the shared systems' delivery may reach
      * on loopback (WEBHOOK_ALLOW_TARGETS), and the folder of the certificate they trust (WEBHOOK_CA_FILE).
      */
-    webhookReceiver: { port: number; certDir: string; examplePort: number; contractPort: number; metricsPort: number };
+    webhookReceiver: {
+      port: number;
+      certDir: string;
+      examplePort: number;
+      contractPort: number;
+      metricsPort: number;
+      verifiersPort: number;
+    };
   }
 }
 
@@ -64,8 +71,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const templateDir = await mkdtemp(join(tmpdir(), "replay-test-template-"));
   writeReceiverCertificate(templateDir);
   // One receiver port per test file that receives deliveries while others run: webhooks, the
-  // docs/webhooks.md's example receiver, the API reference's contract test, the metrics test.
-  const [receiverPort, examplePort, contractPort, metricsPort] = (await freePorts(4)) as [
+  // docs/webhooks.md's example receiver, the API reference's contract test, the metrics test, the
+  // Python and Go verifiers' test (test/verifiers.test.ts).
+  const [receiverPort, examplePort, contractPort, metricsPort, verifiersPort] = (await freePorts(5)) as [
+    number,
     number,
     number,
     number,
@@ -73,7 +82,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   ];
   // A short schedule and timeout, so that retries, exhaustion and a hanging receiver fit in a test.
   const webhookEnv = {
-    WEBHOOK_ALLOW_TARGETS: [receiverPort, examplePort, contractPort, metricsPort]
+    WEBHOOK_ALLOW_TARGETS: [receiverPort, examplePort, contractPort, metricsPort, verifiersPort]
       .map((port) => `127.0.0.1:${port}`)
       .join(","),
     WEBHOOK_CA_FILE: join(templateDir, "cert.pem"),
@@ -110,6 +119,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     examplePort,
     contractPort,
     metricsPort,
+    verifiersPort,
   });
   project.provide("systems", systems.map(describeSystem));
 
