@@ -12,7 +12,7 @@ TOLERANCE_S = 300  # refuse a captured delivery replayed later
 
 def verify(secret, timestamp, signature, raw_body, now=None):
     """True when signature is "sha256=" + hex HMAC-SHA256(secret, f"{timestamp}." + raw_body)."""
-    if not (timestamp.isascii() and timestamp.isdigit()):
+    if not (timestamp and signature and timestamp.isascii() and timestamp.isdigit()):  # absent: None
         return False
     if abs((time.time() if now is None else now) - int(timestamp)) > TOLERANCE_S:
         return False

@@ -22,7 +22,7 @@ import { startWebhookReceiver, type WebhookReceiver } from "./webhook-receiver.j
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const PYTHON = "/usr/bin/python3";
-const GO = process.env.GO_PATH ?? "/usr/bin/go";
+const GO = "/usr/bin/go";
 const PY_VERIFIER = "examples/verify_webhook.py";
 const GO_VERIFIER = "examples/verifywebhook/main.go";
 const PY_SIGNER = "examples/sign_request.py";
