@@ -1,0 +1,69 @@
+import { createReplayClient, type ErrorCode, isErrorCode } from "@replay/client";
+import { describe, expect, it } from "vitest";
+import { provisionTenant } from "./http.js";
+import { sharedSystems } from "./shared-system.js";
+
+// The @replay/client package against a running system in both modes, imported as a user imports it
+// (its built output, through the workspace's node_modules link): bearer routes, signed routes with a
+// query and a body signed as sent, and problems as typed results.
+
+describe.each(sharedSystems())("the client package against a running system ($mode mode)", (sys) => {
+  async function clients() {
+    const t = await provisionTenant(sys, { rateLimitRps: 1000, rateLimitBurst: 1000, serverLimit: 10n });
+    return { t, client: createReplayClient({ baseUrl: sys.baseUrl, apiKey: t.key, signingKey: t.signer }) };
+  }
+
+  it("creates a pending server, lists it and the servers with the bearer key", async () => {
+    const { client } = await clients();
+    const created = await client.POST("/v1/api/servers", { body: { name: "  client server " } });
+    expect(created.response.status).toBe(201);
+    expect(created.data?.name).toBe("client server");
+    const pending = await client.GET("/v1/api/servers/pending");
+    expect(pending.data?.pending.map((p) => p.serverId)).toContain(created.data?.serverId);
+    const servers = await client.GET("/v1/api/servers");
+    expect(servers.response.status).toBe(200);
+    expect(servers.data?.servers).toEqual([]);
+  });
+
+  it("lists replays on the signed route, with a query, and on the bearer route", async () => {
+    const { client } = await clients();
+    const signed = await client.GET("/v1/replays", { params: { query: { page_size: 5 } } });
+    expect(signed.error).toBeUndefined();
+    expect(signed.data).toMatchObject({ results: [], next_page_token: "", page_size: 5 });
+    const bearer = await client.GET("/v1/api/replays");
+    expect(bearer.error).toBeUndefined();
+    expect(bearer.data?.results).toEqual([]);
+  });
+
+  it("signs a body exactly as sent: a webhook subscription is created, listed and deleted", async () => {
+    const { client } = await clients();
+    const created = await client.POST("/v1/webhooks", {
+      body: { url: "https://hooks.example.com/replay", events: ["asset.ready"] },
+    });
+    expect(created.error).toBeUndefined();
+    const id = created.data?.id ?? "";
+    const listed = await client.GET("/v1/webhooks");
+    expect(listed.data?.subscriptions.map((s) => s.id)).toContain(id);
+    const deleted = await client.DELETE("/v1/webhooks/{id}", { params: { path: { id } } });
+    expect(deleted.response.status).toBe(204);
+  });
+
+  it("answers problems as typed results with the contract's code", async () => {
+    const { t } = await clients();
+    const wrongKey = createReplayClient({ baseUrl: sys.baseUrl, apiKey: `${t.key.slice(0, -1)}x` });
+    const refused = await wrongKey.GET("/v1/api/servers");
+    expect(refused.response.status).toBe(401);
+    const code: ErrorCode | undefined = isErrorCode(refused.error?.code) ? refused.error.code : undefined;
+    expect(code).toBe("INVALID_API_KEY");
+
+    const wrongSecret = createReplayClient({ baseUrl: sys.baseUrl, signingKey: { ...t.signer, secret: "not-it" } });
+    const unsigned = await wrongSecret.GET("/v1/replays");
+    expect(unsigned.response.status).toBe(401);
+    expect(unsigned.error?.code).toBe("INVALID_SIGNATURE");
+
+    const { client } = await clients();
+    const missing = await client.GET("/v1/replays/{id}", { params: { path: { id: crypto.randomUUID() } } });
+    expect(missing.response.status).toBe(404);
+    expect(missing.error?.code).toBe("REPLAY_NOT_FOUND");
+  });
+});
