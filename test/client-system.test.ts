@@ -1,5 +1,6 @@
-import { createReplayClient, type ErrorCode, isErrorCode } from "@replay/client";
-import { describe, expect, it } from "vitest";
+import { createReplayClient, type ErrorCode, isErrorCode, listReplays, ReplayApiError } from "@replay/client";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
 import { provisionTenant } from "./http.js";
 import { sharedSystems } from "./shared-system.js";
 
@@ -65,5 +66,44 @@ describe.each(sharedSystems())("the client package against a running system ($mo
     const missing = await client.GET("/v1/replays/{id}", { params: { path: { id: crypto.randomUUID() } } });
     expect(missing.response.status).toBe(404);
     expect(missing.error?.code).toBe("REPLAY_NOT_FOUND");
+  });
+});
+
+const withDatabase = sharedSystems().filter((sys) => sys.databaseUrl !== undefined);
+describe.runIf(withDatabase.length > 0)("the client package's paging iterator", () => {
+  const sys = withDatabase[0] as (typeof withDatabase)[number];
+  const db = new pg.Pool({ connectionString: sys.databaseUrl, max: 1 });
+  afterAll(() => db.end());
+
+  it("walks every page of a tenant's replays once, newest first", async () => {
+    const t = await provisionTenant(sys, { rateLimitRps: 1000, rateLimitBurst: 1000 });
+    // A century ahead, so that the retention worker leaves the rows alone while the test reads them.
+    const { rows } = await db.query<{ id: string; started_at: Date }>(
+      `INSERT INTO replays.replay (replay_id, tenant_id, server_id, integration, quality, status, pipeline,
+         started_at, ended_at, duration_ms, size_bytes, format_version, storage_tier, retention_until, visibility,
+         archive_key, hot_until)
+       SELECT id, $1::uuid, gen_random_uuid(), 'rust', 'standard', 'ready', 'ended', at, at + interval '5 s', 5000, 1000, 1,
+              'hot', '2127-01-01Z', 'staff', 'tenant/' || $1::text || '/replay/' || id || '.rpl', '2127-01-01Z'
+         FROM (SELECT gen_random_uuid() AS id, '2126-03-01Z'::timestamptz + i * interval '1 min' AS at
+                 FROM generate_series(1, 250) AS i) AS seeded
+       RETURNING replay_id::text AS id, started_at`,
+      [t.tenantId],
+    );
+    const newestFirst = [...rows].sort((a, b) => b.started_at.getTime() - a.started_at.getTime()).map((r) => r.id);
+
+    const client = createReplayClient({ baseUrl: sys.baseUrl, signingKey: t.signer });
+    const seen: string[] = [];
+    for await (const replay of listReplays(client, { page_size: 40 })) seen.push(replay.id);
+    expect(seen).toEqual(newestFirst);
+  });
+
+  it("throws the page's problem as a ReplayApiError", async () => {
+    const t = await provisionTenant(sys);
+    const client = createReplayClient({ baseUrl: sys.baseUrl, signingKey: { ...t.signer, secret: "not-it" } });
+    const failed = await (async () => {
+      for await (const _ of listReplays(client)) return undefined;
+    })().catch((err: unknown) => err);
+    expect(failed).toBeInstanceOf(ReplayApiError);
+    expect((failed as ReplayApiError).problem?.code).toBe("INVALID_SIGNATURE");
   });
 });

@@ -2,6 +2,7 @@
 export { createReplayClient, isSignedPath, type ReplayClient, type ReplayClientOptions } from "./client.js";
 export { ERROR_CODES, type ErrorCode, isErrorCode, type Problem } from "./errors.js";
 export type { components, operations, paths } from "./openapi.js";
+export { listReplays, paged, ReplayApiError, type ReplayListQuery } from "./paging.js";
 export {
   canonicalQuery,
   rfc3986Encode,
