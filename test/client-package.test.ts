@@ -1,10 +1,11 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { signRequest as clientSign, ERROR_CODES, isSignedPath } from "@replay/client";
+import { signRequest as clientSign, ERROR_CODES, isSignedPath, verifyWebhook } from "@replay/client";
 import { describe, expect, it } from "vitest";
 import { errorCodes } from "../lib/errors.js";
 import { signRequest as serviceSign } from "../lib/signing.js";
+import { deliveryHeaders } from "../services/webhooks/delivery/signature.js";
 
 // clients/typescript (the @replay/client package, through its built output as a user imports it)
 // against what it copies from the service: the route types generated from openapi.json, the error
@@ -61,5 +62,35 @@ describe("the client package stays in step with the service", () => {
     expect(isSignedPath("/v1/webhooks/deliveries/abc/replay")).toBe(false);
     expect(isSignedPath("/v1/api/replays")).toBe(false);
     expect(isSignedPath("/v1/api/servers")).toBe(false);
+  });
+
+  describe("its webhook verifier checks what the service's deliveries sign", () => {
+    const body = '{"event_id":"0b7f6c1e-4a52-4d7e-9b1a-2f3c4d5e6f70","event":"asset.ready","data":{"asset":{"n":"é"}}}';
+    const timestampS = 1_767_225_600;
+    const sent = deliveryHeaders({ secret, event: "asset.ready", eventId: "e", body, timestampS });
+    const at = { nowSeconds: timestampS + 10 };
+
+    it("accepts a delivery, from node's headers or fetch's, and returns its event", () => {
+      const accepted = verifyWebhook(Buffer.from(body), sent, secret, at);
+      expect(accepted).toEqual({ ok: true, event: JSON.parse(body) });
+      expect(verifyWebhook(body, new Headers(sent), secret, at).ok).toBe(true);
+    });
+
+    it("refuses a tampered body, another secret, a stale timestamp and missing headers", () => {
+      expect(verifyWebhook(body.replace("ready", "failed"), sent, secret, at)).toEqual({
+        ok: false,
+        reason: "bad-signature",
+      });
+      expect(verifyWebhook(body, sent, `${secret}x`, at)).toEqual({ ok: false, reason: "bad-signature" });
+      expect(verifyWebhook(body, sent, secret, { nowSeconds: timestampS + 301 })).toEqual({
+        ok: false,
+        reason: "stale-timestamp",
+      });
+      expect(verifyWebhook(body, sent, secret, { nowSeconds: timestampS + 400, toleranceSeconds: 600 }).ok).toBe(true);
+      expect(verifyWebhook(body, { "x-fv-timestamp": String(timestampS) }, secret, at)).toEqual({
+        ok: false,
+        reason: "missing-headers",
+      });
+    });
   });
 });

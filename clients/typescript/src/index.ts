@@ -12,3 +12,10 @@ export {
   type SignRequestInput,
   signRequest,
 } from "./signing.js";
+export {
+  type VerifyWebhookOptions,
+  type VerifyWebhookResult,
+  verifyWebhook,
+  type WebhookEvent,
+  type WebhookHeaders,
+} from "./webhooks.js";
