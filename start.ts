@@ -161,6 +161,8 @@ async function startAll(config: Config, platform: Platform): Promise<Running[]> 
         `    signing kid:    ${dev.kid}`,
         `    signing secret: ${dev.secret}`,
         `  try: curl -H "Authorization: Bearer ${dev.key}" ${gateway.url}/v1/api/servers`,
+        "  or, from TypeScript with @replay/client (clients/typescript/README.md):",
+        `    createReplayClient({ baseUrl: "${gateway.url}", apiKey: "${dev.key}", signingKey: { tenant: "${dev.tenantId}", kid: "${dev.kid}", secret: "${dev.secret}" } })`,
         "",
       ].join("\n"),
     );

@@ -5,6 +5,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createReplayClient } from "@replay/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signRequest } from "../lib/signing.js";
 import { expectProblem } from "./expect.js";
@@ -132,6 +133,24 @@ describe("embedded mode (npm start)", () => {
     const res = await sendSigned(sys.baseUrl, dev.signer, "GET", "/v1/replays");
     expect(res.status, res.text).toBe(200);
     expect(res.body).toEqual(EMPTY_PAGE);
+  });
+
+  it("prints the client's options for the dev tenant, and a client made with them calls both schemes", async () => {
+    const line = /^\s+createReplayClient\((\{.*\})\)$/m.exec(sys.output())?.[1] ?? "";
+    expect(line, sys.output()).not.toBe("");
+    const value = (name: string) => new RegExp(`\\b${name}: "([^"]*)"`).exec(line)?.[1];
+    const options = {
+      baseUrl: value("baseUrl") as string,
+      apiKey: value("apiKey"),
+      signingKey: { tenant: value("tenant") as string, kid: value("kid") as string, secret: value("secret") as string },
+    };
+    expect(options).toEqual({ baseUrl: sys.baseUrl, apiKey: dev.key, signingKey: dev.signer });
+    const client = createReplayClient(options);
+    const servers = await client.GET("/v1/api/servers");
+    expect(servers.response.status).toBe(200);
+    const replays = await client.GET("/v1/replays");
+    expect(replays.response.status).toBe(200);
+    expect(replays.data).toEqual(EMPTY_PAGE);
   });
 
   it("the printed API key holds every scope", async () => {
