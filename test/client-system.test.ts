@@ -8,6 +8,9 @@ import { sharedSystems } from "./shared-system.js";
 // (its built output, through the workspace's node_modules link): bearer routes, signed routes with a
 // query and a body signed as sent, and problems as typed results.
 
+/** The key with its last character changed (to another one: a key may end in "x" already). */
+const wrongLast = (key: string) => `${key.slice(0, -1)}${key.endsWith("x") ? "y" : "x"}`;
+
 describe.each(sharedSystems())("the client package against a running system ($mode mode)", (sys) => {
   async function clients() {
     const t = await provisionTenant(sys, { rateLimitRps: 1000, rateLimitBurst: 1000, serverLimit: 10n });
@@ -51,7 +54,7 @@ describe.each(sharedSystems())("the client package against a running system ($mo
 
   it("answers problems as typed results with the contract's code", async () => {
     const { t } = await clients();
-    const wrongKey = createReplayClient({ baseUrl: sys.baseUrl, apiKey: `${t.key.slice(0, -1)}x` });
+    const wrongKey = createReplayClient({ baseUrl: sys.baseUrl, apiKey: wrongLast(t.key) });
     const refused = await wrongKey.GET("/v1/api/servers");
     expect(refused.response.status).toBe(401);
     const code: ErrorCode | undefined = isErrorCode(refused.error?.code) ? refused.error.code : undefined;
