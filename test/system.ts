@@ -14,6 +14,7 @@ import { deleteNamespaceStreams } from "../lib/bus/_testing.js";
 import { internalTokenInterceptor } from "../lib/rpc/internal-token.js";
 import { freePorts, freeServicePorts } from "./free-port.js";
 import { accepts } from "./nats-server.js";
+import { waitFor } from "./poll.js";
 
 /**
  * The end-to-end harness: boots the real system from the compiled entry (`dist/start.js`, built by
@@ -148,13 +149,15 @@ async function waitReady(url: string, procs: Proc[]): Promise<void> {
 
 /** Waits until `proc` accepts connections on `port` (it listens once it is ready to serve). */
 async function waitAccepting(port: number, proc: Proc): Promise<void> {
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  while (!(await accepts(port))) {
-    if (proc.child.exitCode !== null)
-      throw new Error(`${proc.name} exited before it listened:\n${proc.output.join("")}`);
-    if (Date.now() > deadline) throw new Error(`${proc.name} not listening on ${port} after ${READY_TIMEOUT_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  await waitFor(
+    `${proc.name} listening on ${port}`,
+    async () => {
+      if (proc.child.exitCode !== null)
+        throw new Error(`${proc.name} exited before it listened:\n${proc.output.join("")}`);
+      return accepts(port);
+    },
+    READY_TIMEOUT_MS,
+  );
 }
 
 async function stopAll(procs: Proc[]): Promise<(number | null)[]> {
