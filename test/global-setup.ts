@@ -31,6 +31,8 @@ declare module "vitest" {
       contractPort: number;
       metricsPort: number;
       verifiersPort: number;
+      /** test/client-webhooks.test.ts: the client package's verifier and event types on real deliveries. */
+      clientPort: number;
     };
   }
 }
@@ -72,8 +74,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   writeReceiverCertificate(templateDir);
   // One receiver port per test file that receives deliveries while others run: webhooks, the
   // docs/webhooks.md's example receiver, the API reference's contract test, the metrics test, the
-  // Python and Go verifiers' test (test/verifiers.test.ts).
-  const [receiverPort, examplePort, contractPort, metricsPort, verifiersPort] = (await freePorts(5)) as [
+  // Python and Go verifiers' test (test/verifiers.test.ts), the client package's (test/client-webhooks.test.ts).
+  const [receiverPort, examplePort, contractPort, metricsPort, verifiersPort, clientPort] = (await freePorts(6)) as [
+    number,
     number,
     number,
     number,
@@ -82,7 +85,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   ];
   // A short schedule and timeout, so that retries, exhaustion and a hanging receiver fit in a test.
   const webhookEnv = {
-    WEBHOOK_ALLOW_TARGETS: [receiverPort, examplePort, contractPort, metricsPort, verifiersPort]
+    WEBHOOK_ALLOW_TARGETS: [receiverPort, examplePort, contractPort, metricsPort, verifiersPort, clientPort]
       .map((port) => `127.0.0.1:${port}`)
       .join(","),
     WEBHOOK_CA_FILE: join(templateDir, "cert.pem"),
@@ -120,6 +123,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     contractPort,
     metricsPort,
     verifiersPort,
+    clientPort,
   });
   project.provide("systems", systems.map(describeSystem));
 
