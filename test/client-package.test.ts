@@ -1,13 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import {
-  signRequest as clientSign,
-  createReplayClient,
-  ERROR_CODES,
-  isSignedPath,
-  verifyWebhook,
-} from "@replay/client";
+import { signRequest as clientSign, ERROR_CODES, isSignedPath, verifyWebhook } from "@replay/client";
 import { describe, expect, it } from "vitest";
 import { errorCodes } from "../lib/errors.js";
 import { signRequest as serviceSign } from "../lib/signing.js";
@@ -25,20 +19,6 @@ describe("the client package stays in step with the service", () => {
       encoding: "utf8",
     });
     expect(readFileSync(`${packageDir}src/openapi.ts`, "utf8")).toBe(fresh);
-  });
-
-  it("types every route: tsc (npm run lint) refuses an unknown path, a missing body field, a wrong query type", () => {
-    const client = createReplayClient({ baseUrl: "http://127.0.0.1:1" });
-    // Never called: each line is a compile-time check, and an unused @ts-expect-error fails tsc too.
-    const misuses = [
-      // @ts-expect-error: not a route of openapi.json
-      () => client.GET("/v1/api/nope"),
-      // @ts-expect-error: a pending server needs its name
-      () => client.POST("/v1/api/servers", { body: {} }),
-      // @ts-expect-error: page_size is a number
-      () => client.GET("/v1/replays", { params: { query: { page_size: "5" } } }),
-    ];
-    expect(misuses).toHaveLength(3);
   });
 
   it("its error codes are the contract's", () => {

@@ -3,6 +3,7 @@ import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { create, toBinary } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
+import { createReplayClient } from "@replay/client";
 import { describe, expect, it, onTestFinished } from "vitest";
 import {
   RecordingService,
@@ -85,6 +86,46 @@ describe.skipIf(distributedSkipReason())(
       const err = await ended;
       expect(err?.code, String(err)).toBe(grpc.status.UNAVAILABLE);
       await sys.restart("replays");
+    });
+
+    // Issue 32: the client package retries what is safe through a restart, and nothing else.
+    it("lets @replay/client retry a GET through the service's restart, and sends a POST once", async () => {
+      const sys = system();
+      const t = await provisionTenant(sys);
+      await sys.kill("servers");
+      const sent: number[] = [];
+      const client = createReplayClient({
+        baseUrl: sys.baseUrl,
+        apiKey: t.key,
+        // Waits of 1 s (the gateway's Retry-After), then 2, 4, 8, 16 s: over 30 s for the restart.
+        retry: { maxAttempts: 6, baseDelayMs: 1_000 },
+        fetch: async (request, init) => {
+          const res = await fetch(request, init);
+          sent.push(res.status);
+          return res;
+        },
+      });
+
+      const once = await client.POST("/v1/api/servers", { body: { name: "sent once" } });
+      expect(once.response.status).toBe(503);
+      expect(once.error?.code).toBe("SERVICE_UNAVAILABLE");
+      expect(sent).toEqual([503]);
+
+      sent.length = 0;
+      const listed = client.GET("/v1/api/servers");
+      // The service comes back once the client has met the 503, while it waits to try again.
+      await pollUntil(
+        async () => sent.length,
+        (n) => n > 0,
+        30_000,
+      );
+      const restarted = sys.restart("servers");
+      const { data, response } = await listed;
+      await restarted;
+      expect(response.status).toBe(200);
+      expect(data?.servers).toEqual([]);
+      expect(sent[0]).toBe(503);
+      expect(sent.at(-1)).toBe(200);
     });
   },
 );

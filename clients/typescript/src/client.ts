@@ -1,8 +1,12 @@
-// createReplayClient: openapi-fetch over the generated route types, with the two authentication
-// schemes of the contract built in as one middleware.
-import createClient, { type Client, type Middleware } from "openapi-fetch";
-import type { paths } from "./openapi.js";
-import { type SigningKey, signRequest } from "./signing.js";
+// createReplayClient: openapi-fetch over the generated route types, sending every request through
+// the client's transport (authentication, safe retries, clock skew explained), with the paged
+// lists as async iterators.
+import createClient, { type Client } from "openapi-fetch";
+import type { components, operations, paths } from "./openapi.js";
+import { paged } from "./paging.js";
+import type { RetryOptions } from "./retry.js";
+import type { SigningKey } from "./signing.js";
+import { replayFetch } from "./transport.js";
 
 export type ReplayClientOptions = {
   /** The gateway's public address, e.g. http://127.0.0.1:8080. */
@@ -11,48 +15,56 @@ export type ReplayClientOptions = {
   apiKey?: string;
   /** The tenant's signing key: the /v1/replays and /v1/webhooks routes are signed with it. */
   signingKey?: SigningKey;
+  /**
+   * Retries of requests that are safe to send again (GET, PUT, DELETE, and marker creates with an
+   * Idempotency-Key) when the server answers 503 with Retry-After or 429: 3 attempts in all by
+   * default, waiting what the server asks (up to 30 s) with a growing backoff. `false`: none.
+   */
+  retry?: RetryOptions | false;
+  /** Marker creates without an Idempotency-Key get a random one, so that a retry cannot create two; true by default. */
+  idempotencyKeys?: boolean;
   /** A fetch to use instead of the global one. */
-  fetch?: typeof globalThis.fetch;
+  fetch?: (request: Request, init?: RequestInit) => Promise<Response>;
+  /** The clock signatures are dated by, in Unix milliseconds; Date.now by default. */
+  now?: () => number;
 };
 
-export type ReplayClient = Client<paths>;
+export type ReplayListQuery = Omit<NonNullable<operations["listReplays"]["parameters"]["query"]>, "page_token">;
+export type DeliveryListQuery = Omit<NonNullable<operations["listDeliveries"]["parameters"]["query"]>, "page_token">;
+type Replay = components["schemas"]["ReplayMetadata"];
+type Delivery = components["schemas"]["Delivery"];
 
-/**
- * Which scheme a route takes, as the contract's security section says: routes under /v1/replays
- * and /v1/webhooks are signed, but the delivery replay, which takes a bearer key like /v1/api.
- */
-export function isSignedPath(pathname: string): boolean {
-  if (/^\/v1\/webhooks\/deliveries\/[^/]+\/replay$/.test(pathname)) return false;
-  return /^\/v1\/(replays|webhooks)(\/|$)/.test(pathname);
-}
-
-/** Adds the Authorization header each route needs: a signature over the bytes sent, or the bearer key. */
-function authMiddleware(options: ReplayClientOptions): Middleware {
-  return {
-    async onRequest({ request }) {
-      const pathname = new URL(request.url).pathname;
-      if (isSignedPath(pathname)) {
-        if (options.signingKey === undefined) return request;
-        // The body has been serialised by now: hash exactly those bytes, once, and send them as is.
-        const body = request.body === null ? undefined : new Uint8Array(await request.clone().arrayBuffer());
-        const { authorization } = signRequest({
-          ...options.signingKey,
-          method: request.method,
-          url: request.url,
-          body,
-        });
-        request.headers.set("authorization", authorization);
-      } else if (options.apiKey !== undefined) {
-        request.headers.set("authorization", `Bearer ${options.apiKey}`);
-      }
-      return request;
-    },
+export type ReplayClient = Client<paths> & {
+  replays: {
+    /**
+     * Every replay of the tenant, newest first, page by page as the loop asks: the signed
+     * GET /v1/replays with a signing key, else GET /v1/api/replays with the API key.
+     */
+    list(query?: ReplayListQuery): AsyncGenerator<Replay>;
   };
-}
+  webhooks: {
+    /** A subscription's delivery log, newest first (signed GET /v1/webhooks/{id}/deliveries). */
+    deliveries(subscriptionId: string, query?: DeliveryListQuery): AsyncGenerator<Delivery>;
+  };
+};
 
 /** A typed client for every route of the public API (the paths of openapi.json). */
 export function createReplayClient(options: ReplayClientOptions): ReplayClient {
-  const client = createClient<paths>({ baseUrl: options.baseUrl.replace(/\/+$/, ""), fetch: options.fetch });
-  client.use(authMiddleware(options));
-  return client;
+  const client = createClient<paths>({ baseUrl: options.baseUrl.replace(/\/+$/, ""), fetch: replayFetch(options) });
+  return Object.assign(client, {
+    replays: {
+      list: (query: ReplayListQuery = {}) =>
+        paged((page_token) =>
+          options.signingKey === undefined
+            ? client.GET("/v1/api/replays", { params: { query: { ...query, page_token } } })
+            : client.GET("/v1/replays", { params: { query: { ...query, page_token } } }),
+        ),
+    },
+    webhooks: {
+      deliveries: (id: string, query: DeliveryListQuery = {}) =>
+        paged((page_token) =>
+          client.GET("/v1/webhooks/{id}/deliveries", { params: { path: { id }, query: { ...query, page_token } } }),
+        ),
+    },
+  });
 }

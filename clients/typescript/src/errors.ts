@@ -65,8 +65,12 @@ export const ERROR_CODES = [
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
-/** A problem+json answer (RFC 9457) as every route gives it, with `code` narrowed to the contract's codes. */
-export type Problem = Omit<components["schemas"]["Problem"], "code"> & { code: ErrorCode };
+/**
+ * A problem+json answer (RFC 9457) as every route gives it, with `code` narrowed to the contract's
+ * codes. On REQUEST_EXPIRED the client adds `clock_skew_seconds`: this machine's clock minus the
+ * server's, by the answer's Date header (positive when this clock is ahead).
+ */
+export type Problem = Omit<components["schemas"]["Problem"], "code"> & { code: ErrorCode; clock_skew_seconds?: number };
 
 /** True when the text is one of the contract's error codes. */
 export function isErrorCode(code: unknown): code is ErrorCode {

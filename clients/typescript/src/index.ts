@@ -1,8 +1,15 @@
 // @replay/client: a typed client for the replay service's public API.
-export { createReplayClient, isSignedPath, type ReplayClient, type ReplayClientOptions } from "./client.js";
+export {
+  createReplayClient,
+  type DeliveryListQuery,
+  type ReplayClient,
+  type ReplayClientOptions,
+  type ReplayListQuery,
+} from "./client.js";
 export { ERROR_CODES, type ErrorCode, isErrorCode, type Problem } from "./errors.js";
 export type { components, operations, paths } from "./openapi.js";
-export { listReplays, paged, ReplayApiError, type ReplayListQuery } from "./paging.js";
+export { paged, ReplayApiError } from "./paging.js";
+export { DEFAULT_RETRY, type RetryOptions } from "./retry.js";
 export {
   canonicalQuery,
   rfc3986Encode,
@@ -12,6 +19,7 @@ export {
   type SignRequestInput,
   signRequest,
 } from "./signing.js";
+export { isSignedPath } from "./transport.js";
 export {
   type VerifyWebhookOptions,
   type VerifyWebhookResult,

@@ -1,8 +1,6 @@
 // Keyset paging as an async iterator: every list of the API answers `next_page_token`, empty exactly
 // when no item follows, and takes it back as `page_token`.
-import type { ReplayClient } from "./client.js";
 import type { Problem } from "./errors.js";
-import type { components, operations } from "./openapi.js";
 
 /** A failed page: the problem+json answer, thrown because an iterator has no result to carry it. */
 export class ReplayApiError extends Error {
@@ -18,7 +16,10 @@ export class ReplayApiError extends Error {
 type Page<T> = { results: T[]; next_page_token: string };
 type PageAnswer<T> = { data?: Page<T>; error?: unknown; response: Response };
 
-/** Yields every item of a keyset-paged list, fetching each page with the previous page's token. */
+/**
+ * Yields every item of a keyset-paged list, fetching each page with the previous page's token, and
+ * only when the loop asks for an item past the last page fetched (breaking out fetches no more).
+ */
 export async function* paged<T>(fetchPage: (pageToken: string | undefined) => Promise<PageAnswer<T>>) {
   let token: string | undefined;
   do {
@@ -27,14 +28,4 @@ export async function* paged<T>(fetchPage: (pageToken: string | undefined) => Pr
     yield* data.results;
     token = data.next_page_token;
   } while (token !== "");
-}
-
-export type ReplayListQuery = Omit<NonNullable<operations["listReplays"]["parameters"]["query"]>, "page_token">;
-
-/** Every replay of the tenant, newest first, through the signed GET /v1/replays. */
-export function listReplays(
-  client: ReplayClient,
-  query: ReplayListQuery = {},
-): AsyncGenerator<components["schemas"]["ReplayMetadata"]> {
-  return paged((page_token) => client.GET("/v1/replays", { params: { query: { ...query, page_token } } }));
 }
