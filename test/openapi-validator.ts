@@ -47,6 +47,20 @@ export function openApiValidator(doc: any) {
         (e) => `${where}: ${e.instancePath || "/"} ${e.message} (${res.text.slice(0, 300)})`,
       );
     },
+    /**
+     * The reasons `value` breaks `schema`, a schema of the document (`{ $ref: "#/components/schemas/X" }`
+     * or one of its own, refs resolved), such as a webhook delivery's body: none when it holds to it.
+     */
+    schemaViolations(schema: unknown, value: unknown): string[] {
+      const key = JSON.stringify(schema);
+      let validate = compiled.get(key);
+      if (!validate) {
+        validate = ajv.compile(rebase(schema));
+        compiled.set(key, validate);
+      }
+      if (validate(value)) return [];
+      return (validate.errors ?? []).map((e) => `${e.instancePath || "/"} ${e.message} (${e.schemaPath})`);
+    },
     /** "METHOD /path status" of every response checked so far. */
     seen: () => seen,
   };

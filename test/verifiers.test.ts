@@ -3,7 +3,8 @@
 // standard library only. Each is shown verbatim in docs/webhooks.md or docs/signing.md, and run on
 // what a running system really sends and accepts: a delivery its worker made, and the gateway's
 // verdict on signed requests. .ci/run installs python3 and golang-go; without them, outside CI, the
-// tests are skipped with their reason.
+// tests are skipped with their reason. The client package's verifyWebhook runs the same cases as one
+// more verifier (test/client-webhooks.test.ts has it on all eight events).
 import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,6 +12,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { verifyWebhook } from "@replay/client";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
 import { webhookSignature } from "../services/webhooks/delivery/signature.js";
@@ -69,7 +71,7 @@ describe("the docs show the Python and Go examples verbatim", () => {
   });
 });
 
-/** The verifiers as commands: `verified` and exit 0, or `refused` and exit 1. */
+/** The verifiers, each answering as a command: `verified` and exit 0, or `refused` and exit 1. */
 type Verifier = {
   title: string;
   missing: boolean;
@@ -93,6 +95,17 @@ const verifiers: Verifier[] = [
     title: `${GO_VERIFIER}${noGo ? ` (skipped: no ${GO})` : ""}`,
     missing: noGo,
     verify: (d) => run(goBinary, [d.ts, d.sig], { WEBHOOK_SECRET: d.secret }, d.raw),
+  },
+  {
+    title: "@replay/client verifyWebhook",
+    missing: false,
+    // In process, answered as the commands answer; a refusal's reason goes where their stderr does.
+    verify: async (d) => {
+      const result = verifyWebhook(d.raw, { "x-fv-timestamp": d.ts, "x-fv-signature": d.sig }, d.secret);
+      return result.ok
+        ? { code: 0, stdout: "verified\n", stderr: "" }
+        : { code: 1, stdout: "refused\n", stderr: result.reason };
+    },
   },
 ];
 

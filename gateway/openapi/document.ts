@@ -2,7 +2,7 @@ import { type ErrorCode, errorCodes } from "../../lib/errors.js";
 import { problem } from "../../lib/problem.js";
 import { WEBHOOK_EVENTS } from "../../lib/vocabulary.js";
 import { isRateLimited, type Route } from "../routes/route.js";
-import { type JsonSchema, schemas } from "./schemas.js";
+import { type JsonSchema, schemas, webhookEventSchemaName } from "./schemas.js";
 
 // The OpenAPI 3.1 document of the public surface, built from the gateway's route table: every route
 // is in it because every route must carry a `doc`, and nothing is in it that the table lacks.
@@ -203,7 +203,7 @@ function problemExamples(routes: readonly Route[]): Record<string, unknown> {
   );
 }
 
-function webhookOperation(event: string): Record<string, unknown> {
+function webhookOperation(event: (typeof WEBHOOK_EVENTS)[number]): Record<string, unknown> {
   return {
     post: {
       summary: event,
@@ -228,7 +228,7 @@ function webhookOperation(event: string): Record<string, unknown> {
       ],
       requestBody: {
         required: true,
-        content: { "application/json": { schema: { $ref: "#/components/schemas/WebhookEvent" } } },
+        content: { "application/json": { schema: { $ref: `#/components/schemas/${webhookEventSchemaName(event)}` } } },
       },
       responses: {
         "200": { description: "Any 2xx: delivered." },

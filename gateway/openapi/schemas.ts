@@ -30,6 +30,47 @@ const pageToken: JsonSchema = {
   description: "The next page's opaque token; empty exactly when no item follows this page.",
 };
 
+type WebhookEventName = (typeof WEBHOOK_EVENTS)[number];
+
+/** When each event fires (spec "Events"), the description of its body. */
+const EVENT_MEANING: Record<WebhookEventName, string> = {
+  "collection.finalized": "the recording finished and its recorded state is durable, whether or not an asset is ready.",
+  "collection.released": "the collection became public.",
+  "collection.revoked": "the collection was taken down for good.",
+  "asset.processing": "the media pipeline began producing playable bytes.",
+  "asset.ready": "playable bytes exist; the collection may still be held (visibility `staff`).",
+  "asset.failed": "the media pipeline failed permanently.",
+  "asset.expired": "retention reaped the archive.",
+  "asset.deleted": "the replay was deleted (`DELETE /v1/replays/{id}`) or redacted, rather than reaped by retention.",
+};
+
+/** The component name of one event's body: `asset.ready` is `WebhookEventAssetReady`. */
+export function webhookEventSchemaName(event: WebhookEventName): string {
+  return `WebhookEvent${event.replace(/(?:^|\.)([a-z])/g, (_all, letter: string) => letter.toUpperCase())}`;
+}
+
+// `data` holds the snapshot the event carries, never null. services/webhooks/payload.ts would write
+// null for a missing snapshot or timestamp, but every producer sets them all: collectionOf and assetOf
+// (services/replays/lifecycle.ts) and deleteReplay (replays-service.ts) fill them from NOT NULL
+// columns, and a collection event comes only after the finish that sets ended_at. What may be unset
+// is nullable below, as the proto's CollectionSnapshot and AssetSnapshot say.
+// test/client-webhooks.test.ts validates real deliveries of all eight events against these schemas.
+function webhookEventSchema(event: WebhookEventName): JsonSchema {
+  const data: Record<string, JsonSchema> = event.startsWith("collection.")
+    ? { collection: ref("WebhookCollection") }
+    : { asset: ref("WebhookAsset") };
+  return object(
+    {
+      event_id: { ...uuid, description: "Receivers must be idempotent on it: an event may arrive more than once." },
+      event: { type: "string", enum: [event], description: "The event, as in `X-FV-Event`." },
+      created_at: { ...timestamp, description: "When the change happened (the same on every attempt)." },
+      tenant_id: uuid,
+      data: object(data),
+    },
+    `The body of \`${event}\`: ${EVENT_MEANING[event]}`,
+  );
+}
+
 /** Every component schema of the document. */
 export const schemas: Record<string, JsonSchema> = {
   Problem: {
@@ -206,19 +247,81 @@ export const schemas: Record<string, JsonSchema> = {
     next_page_token: pageToken,
     page_size: { type: "integer", minimum: 1, maximum: 100 },
   }),
-  WebhookEvent: {
-    ...object({
-      event_id: { ...uuid, description: "Receivers must be idempotent on it: an event may arrive more than once." },
-      event: { type: "string", enum: [...WEBHOOK_EVENTS] },
-      created_at: timestamp,
-      tenant_id: uuid,
-      data: {
-        type: "object",
-        description: "`collection` for collection.* events, `asset` for asset.* events.",
-        properties: { collection: { type: "object" }, asset: { type: "object" } },
+  WebhookCollection: object(
+    {
+      id: { ...uuid, description: "The collection id: a collection is one recorded session, so it is `replay_id`." },
+      replay_id: uuid,
+      server_id: { ...uuid, description: "The server that recorded it." },
+      state: {
+        type: "string",
+        enum: ["finalized", "released", "revoked"],
+        description: "The state this event moved it to.",
       },
-    }),
-    description:
-      'The body of a delivery, signed: `X-FV-Signature: sha256=<hex HMAC-SHA256 of "<X-FV-Timestamp>.<raw body>" keyed with the secret>`.',
+      visibility: {
+        type: "string",
+        enum: ["staff", "public"],
+        description: "Who may view the replay after the change: `public` once released.",
+      },
+      status: {
+        type: "string",
+        enum: ["processing", "ready", "failed", "expired"],
+        description: "The replay's status after the change; never `recording`, as collection events follow the finish.",
+      },
+      revoked: { type: "boolean", description: "Taken down for good: visibility stays `staff`, release is refused." },
+      integration: nullable({ type: "string", description: "The game integration's name; null when none was named." }),
+      quality: { type: "string", enum: ["standard", "hd"] },
+      started_at: { ...timestamp, description: "When the recording started." },
+      ended_at: { ...timestamp, description: "When the recording ended." },
+      duration_ms: {
+        type: "integer",
+        minimum: 0,
+        description: "The recording's length: `ended_at` minus `started_at`.",
+      },
+      size_bytes: { type: "integer", minimum: 0, description: "The archive's size in bytes." },
+      format_version: { type: "integer", description: "The recorder archive format version." },
+      retention_until: { ...timestamp, description: "The end of the retention window." },
+    },
+    "A collection (one recorded session) as the `collection.*` event left it.",
+  ),
+  WebhookAsset: object(
+    {
+      id: { ...uuid, description: "The asset id: a replay has one asset, its archive, so it is `replay_id`." },
+      replay_id: { ...uuid, description: "The replay (collection) the asset belongs to." },
+      server_id: { ...uuid, description: "The server that recorded the replay." },
+      state: {
+        type: "string",
+        enum: ["processing", "ready", "failed", "expired", "deleted"],
+        description: "The state this event moved it to.",
+      },
+      status: {
+        type: "string",
+        enum: ["recording", "processing", "ready", "failed", "expired"],
+        description: "The replay's status at the change; for `deleted`, the one it had when deleted.",
+      },
+      visibility: { type: "string", enum: ["staff", "public"], description: "Who may view the replay." },
+      storage_tier: { type: "string", enum: ["hot", "cold"], description: "Where the archive is (or was) stored." },
+      size_bytes: nullable({
+        type: "integer",
+        minimum: 0,
+        description: "The archive's size in bytes; null when the replay was deleted while still recording.",
+      }),
+      format_version: nullable({
+        type: "integer",
+        description: "The recorder archive format version; null when the replay was deleted while still recording.",
+      }),
+      retention_until: { ...timestamp, description: "The end of the retention window." },
+    },
+    "An asset (a replay's playable archive) as the `asset.*` event left it.",
+  ),
+  ...Object.fromEntries(WEBHOOK_EVENTS.map((event) => [webhookEventSchemaName(event), webhookEventSchema(event)])),
+  WebhookEvent: {
+    description: `The body of a delivery, signed: \`X-FV-Signature: sha256=<hex HMAC-SHA256 of "<X-FV-Timestamp>.<raw body>" keyed with the secret>\`. One schema per event, told apart by \`event\`.`,
+    oneOf: WEBHOOK_EVENTS.map((event) => ref(webhookEventSchemaName(event))),
+    discriminator: {
+      propertyName: "event",
+      mapping: Object.fromEntries(
+        WEBHOOK_EVENTS.map((event) => [event, `#/components/schemas/${webhookEventSchemaName(event)}`]),
+      ),
+    },
   },
 };

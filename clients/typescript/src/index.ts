@@ -24,6 +24,11 @@ export {
   type VerifyWebhookOptions,
   type VerifyWebhookResult,
   verifyWebhook,
+  WEBHOOK_EVENT_NAMES,
+  type WebhookAsset,
+  type WebhookCollection,
   type WebhookEvent,
+  type WebhookEventName,
+  type WebhookEventOf,
   type WebhookHeaders,
 } from "./webhooks.js";

@@ -378,7 +378,7 @@ export interface webhooks {
             };
             requestBody: {
                 content: {
-                    "application/json": components["schemas"]["WebhookEvent"];
+                    "application/json": components["schemas"]["WebhookEventCollectionFinalized"];
                 };
             };
             responses: {
@@ -432,7 +432,7 @@ export interface webhooks {
             };
             requestBody: {
                 content: {
-                    "application/json": components["schemas"]["WebhookEvent"];
+                    "application/json": components["schemas"]["WebhookEventCollectionReleased"];
                 };
             };
             responses: {
@@ -486,7 +486,7 @@ export interface webhooks {
             };
             requestBody: {
                 content: {
-                    "application/json": components["schemas"]["WebhookEvent"];
+                    "application/json": components["schemas"]["WebhookEventCollectionRevoked"];
                 };
             };
             responses: {
@@ -540,7 +540,7 @@ export interface webhooks {
             };
             requestBody: {
                 content: {
-                    "application/json": components["schemas"]["WebhookEvent"];
+                    "application/json": components["schemas"]["WebhookEventAssetProcessing"];
                 };
             };
             responses: {
@@ -594,7 +594,7 @@ export interface webhooks {
             };
             requestBody: {
                 content: {
-                    "application/json": components["schemas"]["WebhookEvent"];
+                    "application/json": components["schemas"]["WebhookEventAssetReady"];
                 };
             };
             responses: {
@@ -648,7 +648,7 @@ export interface webhooks {
             };
             requestBody: {
                 content: {
-                    "application/json": components["schemas"]["WebhookEvent"];
+                    "application/json": components["schemas"]["WebhookEventAssetFailed"];
                 };
             };
             responses: {
@@ -702,7 +702,7 @@ export interface webhooks {
             };
             requestBody: {
                 content: {
-                    "application/json": components["schemas"]["WebhookEvent"];
+                    "application/json": components["schemas"]["WebhookEventAssetExpired"];
                 };
             };
             responses: {
@@ -756,7 +756,7 @@ export interface webhooks {
             };
             requestBody: {
                 content: {
-                    "application/json": components["schemas"]["WebhookEvent"];
+                    "application/json": components["schemas"]["WebhookEventAssetDeleted"];
                 };
             };
             responses: {
@@ -1075,29 +1075,308 @@ export interface components {
             next_page_token: string;
             page_size: number;
         };
-        /** @description The body of a delivery, signed: `X-FV-Signature: sha256=<hex HMAC-SHA256 of "<X-FV-Timestamp>.<raw body>" keyed with the secret>`. */
-        WebhookEvent: {
+        /** @description A collection (one recorded session) as the `collection.*` event left it. */
+        WebhookCollection: {
+            /**
+             * Format: uuid
+             * @description The collection id: a collection is one recorded session, so it is `replay_id`.
+             */
+            id: string;
+            /** Format: uuid */
+            replay_id: string;
+            /**
+             * Format: uuid
+             * @description The server that recorded it.
+             */
+            server_id: string;
+            /**
+             * @description The state this event moved it to.
+             * @enum {string}
+             */
+            state: "finalized" | "released" | "revoked";
+            /**
+             * @description Who may view the replay after the change: `public` once released.
+             * @enum {string}
+             */
+            visibility: "staff" | "public";
+            /**
+             * @description The replay's status after the change; never `recording`, as collection events follow the finish.
+             * @enum {string}
+             */
+            status: "processing" | "ready" | "failed" | "expired";
+            /** @description Taken down for good: visibility stays `staff`, release is refused. */
+            revoked: boolean;
+            /** @description The game integration's name; null when none was named. */
+            integration: string | null;
+            /** @enum {string} */
+            quality: "standard" | "hd";
+            /**
+             * Format: date-time
+             * @description When the recording started.
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            started_at: string;
+            /**
+             * Format: date-time
+             * @description When the recording ended.
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            ended_at: string;
+            /** @description The recording's length: `ended_at` minus `started_at`. */
+            duration_ms: number;
+            /** @description The archive's size in bytes. */
+            size_bytes: number;
+            /** @description The recorder archive format version. */
+            format_version: number;
+            /**
+             * Format: date-time
+             * @description The end of the retention window.
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            retention_until: string;
+        };
+        /** @description An asset (a replay's playable archive) as the `asset.*` event left it. */
+        WebhookAsset: {
+            /**
+             * Format: uuid
+             * @description The asset id: a replay has one asset, its archive, so it is `replay_id`.
+             */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The replay (collection) the asset belongs to.
+             */
+            replay_id: string;
+            /**
+             * Format: uuid
+             * @description The server that recorded the replay.
+             */
+            server_id: string;
+            /**
+             * @description The state this event moved it to.
+             * @enum {string}
+             */
+            state: "processing" | "ready" | "failed" | "expired" | "deleted";
+            /**
+             * @description The replay's status at the change; for `deleted`, the one it had when deleted.
+             * @enum {string}
+             */
+            status: "recording" | "processing" | "ready" | "failed" | "expired";
+            /**
+             * @description Who may view the replay.
+             * @enum {string}
+             */
+            visibility: "staff" | "public";
+            /**
+             * @description Where the archive is (or was) stored.
+             * @enum {string}
+             */
+            storage_tier: "hot" | "cold";
+            /** @description The archive's size in bytes; null when the replay was deleted while still recording. */
+            size_bytes: number | null;
+            /** @description The recorder archive format version; null when the replay was deleted while still recording. */
+            format_version: number | null;
+            /**
+             * Format: date-time
+             * @description The end of the retention window.
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            retention_until: string;
+        };
+        /** @description The body of `collection.finalized`: the recording finished and its recorded state is durable, whether or not an asset is ready. */
+        WebhookEventCollectionFinalized: {
             /**
              * Format: uuid
              * @description Receivers must be idempotent on it: an event may arrive more than once.
              */
             event_id: string;
-            /** @enum {string} */
-            event: "collection.finalized" | "collection.released" | "collection.revoked" | "asset.processing" | "asset.ready" | "asset.failed" | "asset.expired" | "asset.deleted";
+            /**
+             * @description The event, as in `X-FV-Event`. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "collection.finalized";
             /**
              * Format: date-time
-             * @description RFC 3339 UTC with millisecond precision and a Z suffix.
+             * @description When the change happened (the same on every attempt).
              * @example 2026-11-26T09:30:00.000Z
              */
             created_at: string;
             /** Format: uuid */
             tenant_id: string;
-            /** @description `collection` for collection.* events, `asset` for asset.* events. */
             data: {
-                collection?: Record<string, never>;
-                asset?: Record<string, never>;
+                collection: components["schemas"]["WebhookCollection"];
             };
         };
+        /** @description The body of `collection.released`: the collection became public. */
+        WebhookEventCollectionReleased: {
+            /**
+             * Format: uuid
+             * @description Receivers must be idempotent on it: an event may arrive more than once.
+             */
+            event_id: string;
+            /**
+             * @description The event, as in `X-FV-Event`. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "collection.released";
+            /**
+             * Format: date-time
+             * @description When the change happened (the same on every attempt).
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            tenant_id: string;
+            data: {
+                collection: components["schemas"]["WebhookCollection"];
+            };
+        };
+        /** @description The body of `collection.revoked`: the collection was taken down for good. */
+        WebhookEventCollectionRevoked: {
+            /**
+             * Format: uuid
+             * @description Receivers must be idempotent on it: an event may arrive more than once.
+             */
+            event_id: string;
+            /**
+             * @description The event, as in `X-FV-Event`. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "collection.revoked";
+            /**
+             * Format: date-time
+             * @description When the change happened (the same on every attempt).
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            tenant_id: string;
+            data: {
+                collection: components["schemas"]["WebhookCollection"];
+            };
+        };
+        /** @description The body of `asset.processing`: the media pipeline began producing playable bytes. */
+        WebhookEventAssetProcessing: {
+            /**
+             * Format: uuid
+             * @description Receivers must be idempotent on it: an event may arrive more than once.
+             */
+            event_id: string;
+            /**
+             * @description The event, as in `X-FV-Event`. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "asset.processing";
+            /**
+             * Format: date-time
+             * @description When the change happened (the same on every attempt).
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            tenant_id: string;
+            data: {
+                asset: components["schemas"]["WebhookAsset"];
+            };
+        };
+        /** @description The body of `asset.ready`: playable bytes exist; the collection may still be held (visibility `staff`). */
+        WebhookEventAssetReady: {
+            /**
+             * Format: uuid
+             * @description Receivers must be idempotent on it: an event may arrive more than once.
+             */
+            event_id: string;
+            /**
+             * @description The event, as in `X-FV-Event`. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "asset.ready";
+            /**
+             * Format: date-time
+             * @description When the change happened (the same on every attempt).
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            tenant_id: string;
+            data: {
+                asset: components["schemas"]["WebhookAsset"];
+            };
+        };
+        /** @description The body of `asset.failed`: the media pipeline failed permanently. */
+        WebhookEventAssetFailed: {
+            /**
+             * Format: uuid
+             * @description Receivers must be idempotent on it: an event may arrive more than once.
+             */
+            event_id: string;
+            /**
+             * @description The event, as in `X-FV-Event`. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "asset.failed";
+            /**
+             * Format: date-time
+             * @description When the change happened (the same on every attempt).
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            tenant_id: string;
+            data: {
+                asset: components["schemas"]["WebhookAsset"];
+            };
+        };
+        /** @description The body of `asset.expired`: retention reaped the archive. */
+        WebhookEventAssetExpired: {
+            /**
+             * Format: uuid
+             * @description Receivers must be idempotent on it: an event may arrive more than once.
+             */
+            event_id: string;
+            /**
+             * @description The event, as in `X-FV-Event`. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "asset.expired";
+            /**
+             * Format: date-time
+             * @description When the change happened (the same on every attempt).
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            tenant_id: string;
+            data: {
+                asset: components["schemas"]["WebhookAsset"];
+            };
+        };
+        /** @description The body of `asset.deleted`: the replay was deleted (`DELETE /v1/replays/{id}`) or redacted, rather than reaped by retention. */
+        WebhookEventAssetDeleted: {
+            /**
+             * Format: uuid
+             * @description Receivers must be idempotent on it: an event may arrive more than once.
+             */
+            event_id: string;
+            /**
+             * @description The event, as in `X-FV-Event`. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "asset.deleted";
+            /**
+             * Format: date-time
+             * @description When the change happened (the same on every attempt).
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            tenant_id: string;
+            data: {
+                asset: components["schemas"]["WebhookAsset"];
+            };
+        };
+        /** @description The body of a delivery, signed: `X-FV-Signature: sha256=<hex HMAC-SHA256 of "<X-FV-Timestamp>.<raw body>" keyed with the secret>`. One schema per event, told apart by `event`. */
+        WebhookEvent: components["schemas"]["WebhookEventCollectionFinalized"] | components["schemas"]["WebhookEventCollectionReleased"] | components["schemas"]["WebhookEventCollectionRevoked"] | components["schemas"]["WebhookEventAssetProcessing"] | components["schemas"]["WebhookEventAssetReady"] | components["schemas"]["WebhookEventAssetFailed"] | components["schemas"]["WebhookEventAssetExpired"] | components["schemas"]["WebhookEventAssetDeleted"];
     };
     responses: never;
     parameters: never;

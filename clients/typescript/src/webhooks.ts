@@ -5,7 +5,41 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { components } from "./openapi.js";
 
+/**
+ * A delivery's body: one type per event, told apart by `event`, so that a `switch (event.event)`
+ * narrows `data` to `data.collection` (collection.* events) or `data.asset` (asset.* events).
+ */
 export type WebhookEvent = components["schemas"]["WebhookEvent"];
+
+/** The eight event names. */
+export type WebhookEventName = WebhookEvent["event"];
+
+/** The body of one event, for a handler of that event alone: `WebhookEventOf<"asset.ready">`. */
+export type WebhookEventOf<N extends WebhookEventName> = Extract<WebhookEvent, { event: N }>;
+
+/** `data.collection` of the collection.* events. */
+export type WebhookCollection = components["schemas"]["WebhookCollection"];
+
+/** `data.asset` of the asset.* events. */
+export type WebhookAsset = components["schemas"]["WebhookAsset"];
+
+// A record rather than a list, so that the compiler refuses it when it lacks an event of the
+// document or names one the document does not have.
+const eventNames: Record<WebhookEventName, true> = {
+  "collection.finalized": true,
+  "collection.released": true,
+  "collection.revoked": true,
+  "asset.processing": true,
+  "asset.ready": true,
+  "asset.failed": true,
+  "asset.expired": true,
+  "asset.deleted": true,
+};
+
+/** Every event name, for a subscription to all of them: `events: [...WEBHOOK_EVENT_NAMES]`. */
+export const WEBHOOK_EVENT_NAMES: readonly WebhookEventName[] = Object.freeze(
+  Object.keys(eventNames) as WebhookEventName[],
+);
 
 /** Node's lower-cased `req.headers`, or a fetch `Headers`. */
 export type WebhookHeaders = Headers | Readonly<Record<string, string | string[] | undefined>>;
@@ -30,7 +64,9 @@ function header(headers: WebhookHeaders, name: string): string | undefined {
 /**
  * Checks one delivery: the signature over the raw body bytes exactly as received (before any JSON
  * parsing), compared in constant time, and a timestamp within the tolerance. Returns the parsed
- * event only when both hold. Deliveries may repeat: act on each `event_id` once.
+ * event only when both hold, typed by the API reference's schema (which a signed body, the
+ * service's own, holds to; its fields are not checked one by one). Deliveries may repeat: act on
+ * each `event_id` once.
  */
 export function verifyWebhook(
   rawBody: Uint8Array | string,
