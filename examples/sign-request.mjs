@@ -1,7 +1,8 @@
-// A signed GET /v1/replays from plain JavaScript (Node 20, no TypeScript). From the repository,
-// after `npm ci` (which compiles lib/signing.ts to dist/lib/signing.js):
+// A signed GET /v1/replays from plain JavaScript (Node 20, no TypeScript), for a request you send
+// yourself: @replay/client's signRequest (createReplayClient signs its own requests). From the
+// repository after `npm ci`, or from a project that installed the package:
 //   TENANT_ID=… KID=… SECRET=… [REPLAY_URL=http://127.0.0.1:8080] node examples/sign-request.mjs
-import { signRequest } from "../dist/lib/signing.js";
+import { signRequest } from "@replay/client";
 
 const { TENANT_ID, KID, SECRET, REPLAY_URL = "http://127.0.0.1:8080" } = process.env;
 if (!TENANT_ID || !KID || !SECRET) throw new Error("set TENANT_ID, KID and SECRET (npm start prints a dev tenant's)");
