@@ -485,7 +485,7 @@ describe("the image, run as the dev overlay's pods", () => {
     }
   }, 180_000);
 
-  it("holds no dev dependencies, source maps, tests or secrets", async () => {
+  it("holds no dev dependencies, source maps, tests, dangling links or secrets", async () => {
     const mount = (await podman(["image", "mount", image])).trim();
     try {
       const lock = JSON.parse(await readFile(join(root, "package-lock.json"), "utf8")) as {
@@ -515,6 +515,10 @@ describe("the image, run as the dev overlay's pods", () => {
         { maxBuffer: 64 * 2 ** 20 },
       );
       expect(unwanted.trim().split("\n").filter(Boolean), "source maps or tests in /app").toEqual([]);
+      // A link to what the image does not hold (the client workspace's node_modules/@replay/client
+      // once pointed at clients/, which is not copied) breaks whatever follows it.
+      const { stdout: dangling } = await run("find", [join(mount, "app"), "-xtype", "l", "-print"]);
+      expect(dangling.trim().split("\n").filter(Boolean), "dangling links in /app").toEqual([]);
     } finally {
       await podman(["image", "unmount", image]).catch(() => undefined);
     }
