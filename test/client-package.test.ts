@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { signRequest as clientSign, ERROR_CODES, isSignedPath, verifyWebhook } from "@replay/client";
+import { signRequest as clientSign, ERROR_CODES, isSignedPath, USER_AGENT, verifyWebhook } from "@replay/client";
 import { describe, expect, it } from "vitest";
 import { errorCodes } from "../lib/errors.js";
 import { signRequest as serviceSign } from "../lib/signing.js";
@@ -19,6 +19,11 @@ describe("the client package stays in step with the service", () => {
       encoding: "utf8",
     });
     expect(readFileSync(`${packageDir}src/openapi.ts`, "utf8")).toBe(fresh);
+  });
+
+  it("its User-Agent names the package's version", () => {
+    const { version } = JSON.parse(readFileSync(`${packageDir}package.json`, "utf8")) as { version: string };
+    expect(USER_AGENT).toBe(`replay-client-typescript/${version}`);
   });
 
   it("its error codes are the contract's", () => {
@@ -74,6 +79,31 @@ describe("the client package stays in step with the service", () => {
       const accepted = verifyWebhook(Buffer.from(body), sent, secret, at);
       expect(accepted).toEqual({ ok: true, event: JSON.parse(body) });
       expect(verifyWebhook(body, new Headers(sent), secret, at).ok).toBe(true);
+    });
+
+    it("reads the headers however a platform hands them over: any case, one-element arrays, any Headers", () => {
+      const upper = Object.fromEntries(Object.entries(sent).map(([k, v]) => [k.toUpperCase(), v]));
+      expect(verifyWebhook(body, upper, secret, at).ok).toBe(true);
+      const arrays = Object.fromEntries(Object.entries(sent).map(([k, v]) => [k, [v]]));
+      expect(verifyWebhook(body, arrays, secret, at).ok).toBe(true);
+      const headersLike = { get: (name: string) => new Headers(sent).get(name) };
+      expect(verifyWebhook(body, headersLike, secret, at).ok).toBe(true);
+      // Two signatures: either could be the forged one.
+      const twice = { ...sent, "x-fv-signature": [sent["x-fv-signature"] ?? "", "sha256=00"] };
+      expect(verifyWebhook(body, twice, secret, at)).toEqual({ ok: false, reason: "missing-headers" });
+    });
+
+    it("throws on an empty secret (an unset variable) and a tolerance that is not a number of seconds", () => {
+      expect(() => verifyWebhook(body, sent, "", at)).toThrow(TypeError);
+      expect(() => verifyWebhook(body, sent, secret, { ...at, toleranceSeconds: Number.NaN })).toThrow(RangeError);
+      expect(() => verifyWebhook(body, sent, secret, { ...at, toleranceSeconds: -1 })).toThrow(RangeError);
+    });
+
+    it("refuses a correctly signed body that is not an event object", () => {
+      for (const raw of ["null", "[]", "5", "not json"]) {
+        const headers = deliveryHeaders({ secret, event: "asset.ready", eventId: "e", body: raw, timestampS });
+        expect(verifyWebhook(raw, headers, secret, at)).toEqual({ ok: false, reason: "bad-body" });
+      }
     });
 
     it("refuses a tampered body, another secret, a stale timestamp and missing headers", () => {

@@ -1,7 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { createReplayClient, type ErrorCode, isErrorCode, ReplayApiError, type ReplayClient } from "@replay/client";
+import {
+  clockSkewSeconds,
+  createReplayClient,
+  type ErrorCode,
+  isErrorCode,
+  ReplayApiError,
+  type ReplayClient,
+} from "@replay/client";
 import { describe, expect, it } from "vitest";
 import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
 import { provisionTenant } from "./http.js";
@@ -189,11 +196,12 @@ describe.each(sharedSystems())("the client package against a running system ($mo
     const ahead = await at(600_000).GET("/v1/replays");
     expect(ahead.response.status).toBe(401);
     expect(ahead.error?.code).toBe("REQUEST_EXPIRED");
-    const aheadSkew = (ahead.error as { clock_skew_seconds?: number }).clock_skew_seconds ?? 0;
+    const aheadSkew = clockSkewSeconds(ahead.error) ?? 0;
     // The Date header has whole seconds; a busy machine adds its own delay.
     expect(Math.abs(aheadSkew - 600)).toBeLessThanOrEqual(5);
     expect(ahead.error?.detail).toMatch(/this machine's clock is 6\d\d s ahead of the server's/);
     const behind = await at(-400_000).GET("/v1/replays");
+    expect(clockSkewSeconds(behind.error)).toBeLessThan(-390);
     expect(behind.error?.detail).toMatch(/this machine's clock is (39\d|40\d) s behind the server's/);
     // Within the window, the same key works.
     expect((await at(0).GET("/v1/replays")).response.status).toBe(200);

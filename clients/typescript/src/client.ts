@@ -6,10 +6,10 @@ import type { components, operations, paths } from "./openapi.js";
 import { paged } from "./paging.js";
 import type { RetryOptions } from "./retry.js";
 import type { SigningKey } from "./signing.js";
-import { replayFetch } from "./transport.js";
+import { gatewayOrigin, replayFetch } from "./transport.js";
 
 export type ReplayClientOptions = {
-  /** The gateway's public address, e.g. http://127.0.0.1:8080. */
+  /** The gateway's public origin, e.g. http://127.0.0.1:8080 (a path is refused: see gatewayOrigin). */
   baseUrl: string;
   /** A developer API key (svc_live_…), sent as a bearer token on the /v1/api routes. */
   apiKey?: string;
@@ -17,8 +17,9 @@ export type ReplayClientOptions = {
   signingKey?: SigningKey;
   /**
    * Retries of requests that are safe to send again (GET, PUT, DELETE, and marker creates with an
-   * Idempotency-Key) when the server answers 503 with Retry-After or 429: 3 attempts in all by
-   * default, waiting what the server asks (up to 30 s) with a growing backoff. `false`: none.
+   * Idempotency-Key) when the server answers 503 with Retry-After or 429, or the connection fails
+   * before an answer: 3 attempts in all by default, waiting what the server asks (up to 30 s) with
+   * a growing backoff. `false`: none. Invalid values throw a RangeError here.
    */
   retry?: RetryOptions | false;
   /** Marker creates without an Idempotency-Key get a random one, so that a retry cannot create two; true by default. */
@@ -50,7 +51,7 @@ export type ReplayClient = Client<paths> & {
 
 /** A typed client for every route of the public API (the paths of openapi.json). */
 export function createReplayClient(options: ReplayClientOptions): ReplayClient {
-  const client = createClient<paths>({ baseUrl: options.baseUrl.replace(/\/+$/, ""), fetch: replayFetch(options) });
+  const client = createClient<paths>({ baseUrl: gatewayOrigin(options.baseUrl), fetch: replayFetch(options) });
   return Object.assign(client, {
     replays: {
       list: (query: ReplayListQuery = {}) =>

@@ -76,3 +76,13 @@ export type Problem = Omit<components["schemas"]["Problem"], "code"> & { code: E
 export function isErrorCode(code: unknown): code is ErrorCode {
   return typeof code === "string" && (ERROR_CODES as readonly string[]).includes(code);
 }
+
+/**
+ * The clock skew the client found on a REQUEST_EXPIRED answer, in seconds (this machine's clock
+ * minus the server's, by its Date header: positive when this one is ahead); undefined on any other
+ * error. Takes a call's `error` as it is typed for its route.
+ */
+export function clockSkewSeconds(error: unknown): number | undefined {
+  const skew = (error as { clock_skew_seconds?: unknown } | null | undefined)?.clock_skew_seconds;
+  return typeof skew === "number" ? skew : undefined;
+}

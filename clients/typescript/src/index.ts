@@ -6,7 +6,7 @@ export {
   type ReplayClientOptions,
   type ReplayListQuery,
 } from "./client.js";
-export { ERROR_CODES, type ErrorCode, isErrorCode, type Problem } from "./errors.js";
+export { clockSkewSeconds, ERROR_CODES, type ErrorCode, isErrorCode, type Problem } from "./errors.js";
 export type { components, operations, paths } from "./openapi.js";
 export { paged, ReplayApiError } from "./paging.js";
 export { DEFAULT_RETRY, type RetryOptions } from "./retry.js";
@@ -19,7 +19,7 @@ export {
   type SignRequestInput,
   signRequest,
 } from "./signing.js";
-export { isSignedPath } from "./transport.js";
+export { isSignedPath, USER_AGENT } from "./transport.js";
 export {
   type VerifyWebhookOptions,
   type VerifyWebhookResult,

@@ -8,12 +8,19 @@ export class ReplayApiError extends Error {
     readonly status: number,
     readonly problem: Problem | undefined,
   ) {
-    super(problem ? `${status} ${problem.code}: ${problem.detail}` : `HTTP ${status}`);
+    super(problem ? `${status} ${problem.code}: ${problem.detail ?? ""}` : `HTTP ${status}`);
     this.name = "ReplayApiError";
   }
 }
 
 type Page<T> = { results: T[]; next_page_token: string };
+
+/** The answer's body as a problem when it is one (a proxy's HTML error page is not). */
+function asProblem(body: unknown): Problem | undefined {
+  return typeof body === "object" && body !== null && typeof (body as { code?: unknown }).code === "string"
+    ? (body as Problem)
+    : undefined;
+}
 type PageAnswer<T> = { data?: Page<T>; error?: unknown; response: Response };
 
 /**
@@ -24,8 +31,9 @@ export async function* paged<T>(fetchPage: (pageToken: string | undefined) => Pr
   let token: string | undefined;
   do {
     const { data, error, response } = await fetchPage(token);
-    if (data === undefined) throw new ReplayApiError(response.status, error as Problem | undefined);
+    if (data === undefined) throw new ReplayApiError(response.status, asProblem(error));
     yield* data.results;
     token = data.next_page_token;
-  } while (token !== "");
+    // Empty when no item follows; anything but a token (a malformed page) must not refetch page one.
+  } while (typeof token === "string" && token !== "");
 }

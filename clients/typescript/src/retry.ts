@@ -12,17 +12,44 @@ export type RetryOptions = {
 
 export const DEFAULT_RETRY: Required<RetryOptions> = { maxAttempts: 3, maxDelayMs: 30_000, baseDelayMs: 500 };
 
+/**
+ * The options with the defaults filled in field by field (an `undefined` field keeps its default),
+ * refused when a value would make the loop endless or a timer overflow (setTimeout holds at most
+ * 2^31 - 1 ms, and fires at once past it).
+ */
+export function retryOptions(options: RetryOptions | false | undefined): Required<RetryOptions> {
+  if (options === false) return { ...DEFAULT_RETRY, maxAttempts: 1 };
+  const resolved = {
+    maxAttempts: options?.maxAttempts ?? DEFAULT_RETRY.maxAttempts,
+    maxDelayMs: options?.maxDelayMs ?? DEFAULT_RETRY.maxDelayMs,
+    baseDelayMs: options?.baseDelayMs ?? DEFAULT_RETRY.baseDelayMs,
+  };
+  if (!Number.isInteger(resolved.maxAttempts) || resolved.maxAttempts < 1 || resolved.maxAttempts > 100)
+    throw new RangeError(`retry.maxAttempts must be an integer from 1 to 100, not ${resolved.maxAttempts}`);
+  for (const name of ["maxDelayMs", "baseDelayMs"] as const) {
+    const value = resolved[name];
+    if (!Number.isFinite(value) || value < 0 || value > 2 ** 31 - 1)
+      throw new RangeError(`retry.${name} must be from 0 to 2147483647 ms, not ${value}`);
+  }
+  return resolved;
+}
+
 /** RFC 9110's idempotent methods: sending one twice has the effect of sending it once. */
 const IDEMPOTENT_METHODS = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
 
+/** The one write the API deduplicates by its `Idempotency-Key` (decisions.md §3). */
+export const MARKER_CREATE_ROUTE = "/v1/api/timeline-events";
+
 /**
- * Whether sending the request again can do no harm: an idempotent method, or a write the server
- * deduplicates by its `Idempotency-Key` (the API does so on marker creates). Any other write
- * (creating a pending setup, renaming a server, replaying a delivery) is never retried: the first
- * attempt may have taken effect even when its answer says otherwise.
+ * Whether sending the request again can do no harm: an idempotent method, or a marker create
+ * carrying an `Idempotency-Key`, which the server answers once. Any other write (creating a pending
+ * setup, renaming a server, replaying a delivery) is never retried, a key on it included (the
+ * server ignores it there): the first attempt may have taken effect whatever its answer says.
  */
-export function isSafeToRetry(method: string, headers: Headers): boolean {
-  return IDEMPOTENT_METHODS.has(method.toUpperCase()) || headers.has("idempotency-key");
+export function isSafeToRetry(method: string, route: string, headers: Headers): boolean {
+  const verb = method.toUpperCase();
+  if (IDEMPOTENT_METHODS.has(verb)) return true;
+  return verb === "POST" && route === MARKER_CREATE_ROUTE && headers.has("idempotency-key");
 }
 
 /**
@@ -58,7 +85,8 @@ export function parseRateLimitReset(value: string | null): number | undefined {
 /**
  * How long to wait before attempt `attempt + 1` (attempt counts from 1): the longer of the server's
  * wait and an exponential backoff, lengthened by up to 20% (never shortened) so that clients refused
- * together do not all come back at the same instant. `random` is in [0, 1).
+ * together do not all come back at the same instant, and never over `maxDelayMs` (the caller does
+ * not retry when the server asks for more). `random` is in [0, 1).
  */
 export function backoffDelayMs(
   attempt: number,
@@ -67,5 +95,5 @@ export function backoffDelayMs(
   random: number,
 ): number {
   const backoff = options.baseDelayMs * 2 ** (attempt - 1);
-  return Math.round(Math.max(requestedMs ?? 0, backoff) * (1 + 0.2 * random));
+  return Math.round(Math.min(options.maxDelayMs, Math.max(requestedMs ?? 0, backoff) * (1 + 0.2 * random)));
 }

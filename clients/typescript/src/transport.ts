@@ -2,12 +2,17 @@
 // over the exact bytes sent, with a fresh nonce, or the bearer key), retries what is safe to retry
 // when the server asks for a wait, and explains a REQUEST_EXPIRED by the clock skew it shows.
 import { randomUUID } from "node:crypto";
-import { backoffDelayMs, DEFAULT_RETRY, isSafeToRetry, type RetryOptions, requestedDelayMs } from "./retry.js";
+import {
+  backoffDelayMs,
+  isSafeToRetry,
+  MARKER_CREATE_ROUTE,
+  type RetryOptions,
+  requestedDelayMs,
+  retryOptions,
+} from "./retry.js";
 import { type SigningKey, signRequest } from "./signing.js";
 
 export type TransportOptions = {
-  /** The gateway's address; its path (when the API is behind a prefix) is not part of a route. */
-  baseUrl: string;
   apiKey?: string;
   signingKey?: SigningKey;
   fetch?: (request: Request, init?: RequestInit) => Promise<Response>;
@@ -28,10 +33,18 @@ export function isSignedPath(pathname: string): boolean {
   return /^\/v1\/(replays|webhooks)(\/|$)/.test(pathname);
 }
 
-/** The route's part of a URL: its path without the base URL's own path. */
-function routePath(url: string, basePath: string): string {
-  const pathname = new URL(url).pathname;
-  return pathname.startsWith(basePath) ? pathname.slice(basePath.length) : pathname;
+/** Sent unless the caller sets its own, so that the gateway's logs tell this client's requests apart. */
+export const USER_AGENT = "replay-client-typescript/0.1.0";
+
+/**
+ * The base URL as an origin. A path is refused: the signature covers the path as sent, so an API
+ * behind a prefix that a proxy strips could never verify, and one it keeps is not a route.
+ */
+export function gatewayOrigin(baseUrl: string): string {
+  const url = new URL(baseUrl);
+  if (url.pathname !== "/" || url.search !== "" || url.hash !== "")
+    throw new TypeError(`baseUrl must be the gateway's origin (such as http://127.0.0.1:8080), not ${baseUrl}`);
+  return url.origin;
 }
 
 /** Waits `ms`, or rejects with the signal's reason as soon as it aborts. */
@@ -59,15 +72,16 @@ async function explainExpired(response: Response, nowMs: number): Promise<Respon
   const serverMs = Date.parse(response.headers.get("date") ?? "");
   if (response.status !== 401 || Number.isNaN(serverMs)) return response;
   const text = await response.clone().text();
-  let problem: { code?: unknown; detail?: unknown };
+  let problem: unknown;
   try {
     problem = JSON.parse(text);
   } catch {
     return response;
   }
-  if (problem.code !== "REQUEST_EXPIRED") return response;
+  if (typeof problem !== "object" || problem === null || !("code" in problem) || problem.code !== "REQUEST_EXPIRED")
+    return response;
   const skew = Math.round((nowMs - serverMs) / 1000);
-  const detail = `${String(problem.detail)}: this machine's clock is ${Math.abs(skew)} s ${skew >= 0 ? "ahead of" : "behind"} the server's (by its Date header); signed requests must be dated within 300 s of it`;
+  const detail = `${"detail" in problem ? String(problem.detail) : "request expired"}: this machine's clock is ${Math.abs(skew)} s ${skew >= 0 ? "ahead of" : "behind"} the server's (by its Date header); signed requests must be dated within 300 s of it`;
   const headers = new Headers(response.headers);
   headers.delete("content-length");
   return new Response(JSON.stringify({ ...problem, detail, clock_skew_seconds: skew }), {
@@ -80,13 +94,13 @@ async function explainExpired(response: Response, nowMs: number): Promise<Respon
 /** The fetch function the client hands openapi-fetch. */
 export function replayFetch(options: TransportOptions) {
   const send = options.fetch ?? globalThis.fetch;
-  const retry = options.retry === false ? { ...DEFAULT_RETRY, maxAttempts: 1 } : { ...DEFAULT_RETRY, ...options.retry };
-  const now = options.now ?? Date.now;
-  const basePath = new URL(options.baseUrl).pathname.replace(/\/+$/, "");
+  const retry = retryOptions(options.retry);
+  // The signature's ts is a whole number of milliseconds: the gateway refuses any other.
+  const now = () => Math.floor((options.now ?? Date.now)());
 
   /** The Authorization header one attempt needs: signed anew each time (a nonce is good once). */
   function authorize(headers: Headers, method: string, url: string, body: Uint8Array | undefined) {
-    if (isSignedPath(routePath(url, basePath))) {
+    if (isSignedPath(new URL(url).pathname)) {
       if (options.signingKey === undefined) return;
       headers.set("authorization", signRequest({ ...options.signingKey, method, url, body, ts: now() }).authorization);
     } else if (options.apiKey !== undefined) {
@@ -98,26 +112,20 @@ export function replayFetch(options: TransportOptions) {
     // Read once: these bytes are hashed for the signature and sent as they are, on every attempt.
     const body = request.body === null ? undefined : new Uint8Array(await request.arrayBuffer());
     const headers = new Headers(request.headers);
-    const route = routePath(request.url, basePath);
-    if (
-      options.idempotencyKeys !== false &&
-      request.method === "POST" &&
-      route === "/v1/api/timeline-events" &&
-      !headers.has("idempotency-key")
-    ) {
+    const route = new URL(request.url).pathname;
+    if (!headers.has("user-agent")) headers.set("user-agent", USER_AGENT);
+    const markerCreate = request.method === "POST" && route === MARKER_CREATE_ROUTE;
+    if (markerCreate && options.idempotencyKeys !== false && !headers.has("idempotency-key")) {
       headers.set("idempotency-key", randomUUID());
     }
-    const retryable = isSafeToRetry(request.method, headers);
+    const retryable = isSafeToRetry(request.method, route, headers);
     for (let attempt = 1; ; attempt++) {
       const attemptHeaders = new Headers(headers);
       authorize(attemptHeaders, request.method, request.url, body);
-      const attemptRequest = new Request(request.url, {
-        method: request.method,
-        headers: attemptHeaders,
-        body,
-        signal: request.signal,
-        redirect: request.redirect,
-      });
+      // From the request itself, so that what the call set (its signal, an undici dispatcher) holds
+      // on every attempt. The API never redirects: a 3xx is returned, not followed with credentials
+      // (and undici could not send these bytes again to a redirect's target anyway).
+      const attemptRequest = new Request(request, { headers: attemptHeaders, body, redirect: "manual" });
       const last = !retryable || attempt >= retry.maxAttempts;
       let response: Response;
       try {

@@ -41,8 +41,13 @@ export const WEBHOOK_EVENT_NAMES: readonly WebhookEventName[] = Object.freeze(
   Object.keys(eventNames) as WebhookEventName[],
 );
 
-/** Node's lower-cased `req.headers`, or a fetch `Headers`. */
-export type WebhookHeaders = Headers | Readonly<Record<string, string | string[] | undefined>>;
+/**
+ * The delivery's headers: node's `req.headers`, a fetch `Headers` (any implementation with `get`),
+ * or a plain record whose names may have any case (as some serverless platforms hand them over).
+ */
+export type WebhookHeaders =
+  | { get(name: string): string | null }
+  | Readonly<Record<string, string | readonly string[] | undefined>>;
 
 export type VerifyWebhookOptions = {
   /** Seconds X-FV-Timestamp may stray from now either way before a delivery is refused as replayed; 300. */
@@ -55,9 +60,14 @@ export type VerifyWebhookResult =
   | { ok: true; event: WebhookEvent }
   | { ok: false; reason: "missing-headers" | "stale-timestamp" | "bad-signature" | "bad-body" };
 
+/** One header's value: a repeated header (two values) is no value, since either could be forged. */
 function header(headers: WebhookHeaders, name: string): string | undefined {
-  if (headers instanceof Headers) return headers.get(name) ?? undefined;
-  const value = headers[name];
+  if (typeof headers.get === "function")
+    return (headers as { get(name: string): string | null }).get(name) ?? undefined;
+  const record = headers as Readonly<Record<string, string | readonly string[] | undefined>>;
+  const key = Object.keys(record).find((k) => k.toLowerCase() === name);
+  const value = key === undefined ? undefined : record[key];
+  if (Array.isArray(value)) return value.length === 1 ? value[0] : undefined;
   return typeof value === "string" ? value : undefined;
 }
 
@@ -74,14 +84,18 @@ export function verifyWebhook(
   secret: string,
   options: VerifyWebhookOptions = {},
 ): VerifyWebhookResult {
+  // An empty secret is an unset variable: with it, anyone could sign a delivery that passes.
+  if (typeof secret !== "string" || secret === "") throw new TypeError("verifyWebhook needs the subscription's secret");
+  const tolerance = options.toleranceSeconds ?? 300;
+  if (!Number.isFinite(tolerance) || tolerance < 0)
+    throw new RangeError(`toleranceSeconds must be a number of seconds, not ${tolerance}`);
   const timestamp = header(headers, "x-fv-timestamp");
   const sent = header(headers, "x-fv-signature");
   if (timestamp === undefined || sent === undefined || !/^\d{1,12}$/.test(timestamp)) {
     return { ok: false, reason: "missing-headers" };
   }
   const now = options.nowSeconds ?? Math.floor(Date.now() / 1000);
-  if (Math.abs(now - Number(timestamp)) > (options.toleranceSeconds ?? 300))
-    return { ok: false, reason: "stale-timestamp" };
+  if (Math.abs(now - Number(timestamp)) > tolerance) return { ok: false, reason: "stale-timestamp" };
   const mac = createHmac("sha256", Buffer.from(secret, "utf8")).update(`${timestamp}.`, "utf8").update(rawBody);
   const expected = Buffer.from(`sha256=${mac.digest("hex")}`, "utf8");
   const received = Buffer.from(sent, "utf8");
@@ -89,10 +103,12 @@ export function verifyWebhook(
   if (received.length !== expected.length || !timingSafeEqual(received, expected)) {
     return { ok: false, reason: "bad-signature" };
   }
+  let event: unknown;
   try {
-    const text = typeof rawBody === "string" ? rawBody : Buffer.from(rawBody).toString("utf8");
-    return { ok: true, event: JSON.parse(text) as WebhookEvent };
+    event = JSON.parse(typeof rawBody === "string" ? rawBody : Buffer.from(rawBody).toString("utf8"));
   } catch {
     return { ok: false, reason: "bad-body" };
   }
+  if (typeof event !== "object" || event === null || Array.isArray(event)) return { ok: false, reason: "bad-body" };
+  return { ok: true, event: event as WebhookEvent };
 }

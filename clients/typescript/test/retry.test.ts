@@ -6,6 +6,7 @@ import {
   parseRateLimitReset,
   parseRetryAfter,
   requestedDelayMs,
+  retryOptions,
 } from "../src/retry.js";
 
 // The retry rules alone (src/retry.ts); test/transport.test.ts runs them over real HTTP.
@@ -14,14 +15,35 @@ const answer = (status: number, headers: Record<string, string> = {}) => new Res
 const NOW = Date.parse("2026-11-28T12:00:00Z");
 
 describe("which requests may be sent again", () => {
-  it("idempotent methods and writes carrying an Idempotency-Key", () => {
+  const keyed = new Headers({ "Idempotency-Key": "k" });
+
+  it("idempotent methods, and marker creates carrying an Idempotency-Key", () => {
     for (const method of ["GET", "get", "HEAD", "PUT", "DELETE", "OPTIONS"])
-      expect(isSafeToRetry(method, new Headers())).toBe(true);
-    expect(isSafeToRetry("POST", new Headers({ "Idempotency-Key": "k" }))).toBe(true);
+      expect(isSafeToRetry(method, "/v1/api/servers", new Headers())).toBe(true);
+    expect(isSafeToRetry("POST", "/v1/api/timeline-events", keyed)).toBe(true);
   });
 
-  it("never another write", () => {
-    for (const method of ["POST", "PATCH"]) expect(isSafeToRetry(method, new Headers())).toBe(false);
+  it("never another write, even with a key the server ignores there", () => {
+    expect(isSafeToRetry("POST", "/v1/api/timeline-events", new Headers())).toBe(false);
+    for (const method of ["POST", "PATCH"]) expect(isSafeToRetry(method, "/v1/api/servers", keyed)).toBe(false);
+    expect(isSafeToRetry("POST", "/v1/webhooks/deliveries/d/replay", keyed)).toBe(false);
+  });
+});
+
+describe("the retry options", () => {
+  it("fill each field left out or undefined with its default; false is one attempt", () => {
+    expect(retryOptions(undefined)).toEqual(DEFAULT_RETRY);
+    expect(retryOptions({ maxAttempts: undefined, maxDelayMs: 5 })).toEqual({ ...DEFAULT_RETRY, maxDelayMs: 5 });
+    expect(retryOptions(false).maxAttempts).toBe(1);
+  });
+
+  it("refuse what would never stop or overflow a timer", () => {
+    for (const maxAttempts of [0, 1.5, Number.POSITIVE_INFINITY, Number.NaN, 101])
+      expect(() => retryOptions({ maxAttempts })).toThrow(RangeError);
+    for (const ms of [-1, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31]) {
+      expect(() => retryOptions({ maxDelayMs: ms })).toThrow(RangeError);
+      expect(() => retryOptions({ baseDelayMs: ms })).toThrow(RangeError);
+    }
   });
 });
 
@@ -58,5 +80,10 @@ describe("the backoff", () => {
   it("lengthens each wait by up to 20%, never shortens it", () => {
     expect(backoffDelayMs(1, 1000, DEFAULT_RETRY, 0.999)).toBe(1200);
     expect(backoffDelayMs(2, undefined, DEFAULT_RETRY, 0.5)).toBe(1100);
+  });
+
+  it("never waits over maxDelayMs, however many attempts", () => {
+    expect(backoffDelayMs(12, undefined, DEFAULT_RETRY, 0.9)).toBe(30_000);
+    expect(backoffDelayMs(1, 30_000, DEFAULT_RETRY, 0.9)).toBe(30_000);
   });
 });

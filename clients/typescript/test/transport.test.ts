@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createReplayClient, type ReplayClientOptions } from "@replay/client";
+import { createReplayClient, type ReplayClientOptions, USER_AGENT } from "@replay/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 // The client's transport over real HTTP against a scripted server: which requests it sends again,
@@ -80,12 +80,14 @@ describe("the client's retries", () => {
     expect(seen).toHaveLength(4);
   });
 
-  it("never sends a write without an Idempotency-Key twice: a POST, a PATCH, a delivery replay", async () => {
+  it("never sends another write twice: a POST, a PATCH, a delivery replay, a key on it or not", async () => {
     answers(unavailable);
     const c = client();
     await c.POST("/v1/api/servers", { body: { name: "eu-1" } });
     await c.PATCH("/v1/api/servers/{id}", { params: { path: { id: "x" } }, body: { name: "eu-2" } });
-    await c.POST("/v1/webhooks/deliveries/{id}/replay", { params: { path: { id: "x" } } });
+    // The server ignores a key on any route but marker creates: each call is one more attempt.
+    const keyed = { headers: { "Idempotency-Key": "k1" } };
+    await c.POST("/v1/webhooks/deliveries/{id}/replay", { params: { path: { id: "x" } }, ...keyed });
     expect(seen.map((s) => `${s.method} ${s.url}`)).toEqual([
       "POST /v1/api/servers",
       "PATCH /v1/api/servers/x",
@@ -145,9 +147,46 @@ describe("the client's retries", () => {
     expect(seen).toHaveLength(1);
   });
 
+  it("keeps the defaults for retry fields given as undefined", async () => {
+    answers(unavailable);
+    const { response } = await client({ retry: { maxAttempts: undefined, baseDelayMs: 1 } }).GET("/v1/api/servers");
+    expect(response.status).toBe(503);
+    expect(seen).toHaveLength(3);
+  });
+
   it("retry: false sends every request once", async () => {
     answers(unavailable, page);
     expect((await client({ retry: false }).GET("/v1/replays")).response.status).toBe(503);
     expect(seen).toHaveLength(1);
+  });
+});
+
+describe("the client's requests", () => {
+  it("say which client sent them, unless the caller names itself", async () => {
+    answers(page);
+    await client().GET("/v1/replays");
+    await client().GET("/v1/replays", { headers: { "User-Agent": "my-studio/2" } });
+    expect(seen.map((s) => s.headers["user-agent"])).toEqual([USER_AGENT, "my-studio/2"]);
+  });
+
+  it("return a redirect as it is, never following it with the credentials", async () => {
+    answers({ status: 307, headers: { location: `${baseUrl}/elsewhere` } });
+    const { response } = await client().POST("/v1/api/timeline-events", {
+      body: { serverId: "s", tick: 1, label: "l" },
+    });
+    expect(response.status).toBe(307);
+    expect(seen.map((s) => s.url)).toEqual(["/v1/api/timeline-events"]);
+  });
+
+  it("return a 401 whose body is not a problem untouched", async () => {
+    answers({ status: 401, headers: { date: new Date().toUTCString() }, body: null });
+    const { error, response } = await client().GET("/v1/replays");
+    expect(response.status).toBe(401);
+    expect(error).toBeNull();
+  });
+
+  it("need the gateway's origin as the base URL: a path there could never be signed", () => {
+    expect(() => createReplayClient({ baseUrl: `${baseUrl}/replay` })).toThrow(TypeError);
+    expect(() => createReplayClient({ baseUrl: `${baseUrl}/` })).not.toThrow();
   });
 });
