@@ -28,6 +28,11 @@ export type ReplayClientOptions = {
   fetch?: (request: Request, init?: RequestInit) => Promise<Response>;
   /** The clock signatures are dated by, in Unix milliseconds; Date.now by default. */
   now?: () => number;
+  /**
+   * How long one attempt may take, to the end of its answer, before it is given up with
+   * a TimeoutError (and retried when safe): 30 000 ms by default.
+   */
+  timeoutMs?: number;
 };
 
 export type ReplayListQuery = Omit<NonNullable<operations["listReplays"]["parameters"]["query"]>, "page_token">;

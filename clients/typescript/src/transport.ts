@@ -22,7 +22,11 @@ export type TransportOptions = {
   idempotencyKeys?: boolean;
   /** The clock signatures are dated by, in Unix milliseconds; Date.now by default. */
   now?: () => number;
+  /** How long one attempt may take before it is given up (and retried when safe); 30 000 ms by default. */
+  timeoutMs?: number;
 };
+
+export const DEFAULT_TIMEOUT_MS = 30_000;
 
 /**
  * Which scheme a route takes, as the contract's security section says: routes under /v1/replays
@@ -95,6 +99,9 @@ async function explainExpired(response: Response, nowMs: number): Promise<Respon
 export function replayFetch(options: TransportOptions) {
   const send = options.fetch ?? globalThis.fetch;
   const retry = retryOptions(options.retry);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 2 ** 31 - 1)
+    throw new RangeError(`timeoutMs must be a whole number of milliseconds from 1 to 2147483647, not ${timeoutMs}`);
   // The signature's ts is a whole number of milliseconds: the gateway refuses any other.
   const now = () => Math.floor((options.now ?? Date.now)());
 
@@ -125,13 +132,16 @@ export function replayFetch(options: TransportOptions) {
       // From the request itself, so that what the call set (its signal, an undici dispatcher) holds
       // on every attempt. The API never redirects: a 3xx is returned, not followed with credentials
       // (and undici could not send these bytes again to a redirect's target anyway).
-      const attemptRequest = new Request(request, { headers: attemptHeaders, body, redirect: "manual" });
+      // Each attempt has its own deadline (a gateway that never answers must not hold the caller for
+      // undici's 300 s); the caller's signal still ends it, and the waits between attempts.
+      const signal = AbortSignal.any([request.signal, AbortSignal.timeout(timeoutMs)]);
+      const attemptRequest = new Request(request, { headers: attemptHeaders, body, redirect: "manual", signal });
       const last = !retryable || attempt >= retry.maxAttempts;
       let response: Response;
       try {
         response = await send(attemptRequest, init);
       } catch (err) {
-        // No answer at all (refused, reset): safe requests try again after a backoff.
+        // No answer at all (refused, reset, timed out): safe requests try again after a backoff.
         if (last || request.signal.aborted) throw err;
         await sleep(backoffDelayMs(attempt, undefined, retry, Math.random()), request.signal);
         continue;

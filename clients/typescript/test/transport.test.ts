@@ -31,10 +31,13 @@ beforeAll(async () => {
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
 /** The server answers each request in turn with the next of `answers`, the last one repeating. */
-function answers(...list: Array<{ status: number; headers?: Record<string, string>; body?: unknown } | "reset">) {
+function answers(
+  ...list: Array<{ status: number; headers?: Record<string, string>; body?: unknown } | "reset" | "silence">
+) {
   seen = [];
   script = (_seen, index, res) => {
     const next = list[Math.min(index, list.length - 1)];
+    if (next === "silence") return; // never answers; the client's deadline ends the attempt
     if (next === "reset") {
       res.socket?.destroy();
       return;
@@ -135,6 +138,20 @@ describe("the client's retries", () => {
     answers("reset", { status: 201, body: {} });
     await expect(client().POST("/v1/api/servers", { body: { name: "n" } })).rejects.toThrow();
     expect(seen).toHaveLength(1);
+  });
+
+  it("gives up an attempt at its deadline: a GET is sent again, a POST fails with the TimeoutError", async () => {
+    // Long enough that a busy machine answers the second attempt well within it.
+    const timeoutMs = 1_500;
+    answers("silence", page);
+    expect((await client({ timeoutMs }).GET("/v1/replays")).response.status).toBe(200);
+    expect(seen).toHaveLength(2);
+    answers("silence");
+    await expect(client({ timeoutMs }).POST("/v1/api/servers", { body: { name: "n" } })).rejects.toMatchObject({
+      name: "TimeoutError",
+    });
+    expect(seen).toHaveLength(1);
+    expect(() => client({ timeoutMs: 0 })).toThrow(RangeError);
   });
 
   it("stops waiting when the caller aborts", async () => {
