@@ -40,6 +40,14 @@ const blocks = (lang: string) =>
 const keepCopy = () => /`(npm config set install-links[^`]*)`/.exec(section)?.[1] ?? "";
 
 const run = promisify(execFile);
+
+/**
+ * npm's words when the registry cannot be reached (no network, a DNS or proxy failure). The install
+ * takes the registry's package lists, which a warm cache holds and a fresh machine fetches; without
+ * either, the tests that need the project are skipped with that reason: it is the machine's
+ * network, not the README, that failed. Any other npm failure fails the test.
+ */
+const REGISTRY_UNREACHABLE = /\b(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH)\b/;
 const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
 
 /**
@@ -58,6 +66,11 @@ function npmEnv(): Record<string, string> {
     npm_config_audit: "false",
     npm_config_fund: "false",
     npm_config_update_notifier: "false",
+    // Two quick retries of a failed fetch (npm waits 10 to 60 s between them by default), so that a
+    // registry out of reach is known within the test's time.
+    npm_config_fetch_retries: "2",
+    npm_config_fetch_retry_mintimeout: "1000",
+    npm_config_fetch_retry_maxtimeout: "5000",
   };
 }
 
@@ -69,6 +82,8 @@ describe("README: the client in a new TypeScript project, against npm start's de
   let options: BannerClientOptions;
   let exampleEnv: Record<string, string>;
   let recording: { serverId: string; replayId: string };
+  /** Why the project could not be made, when the registry was out of reach. */
+  let unreachable: string | undefined;
   const hookPath = "/hooks/readme-client";
 
   beforeAll(async () => {
@@ -104,9 +119,15 @@ describe("README: the client in a new TypeScript project, against npm start's de
     expect(blocks("ts")).toHaveLength(1);
   });
 
-  it("a new TypeScript project adds the client with that one command, and keeps a copy through npm ci", async () => {
+  it("a new TypeScript project adds the client with that one command, and keeps a copy through npm ci", async (ctx) => {
     const env = npmEnv();
-    const npm = (args: string[]) => run("npm", args, { cwd: project, env, timeout: 120_000 });
+    const npm = (args: string[]) =>
+      run("npm", args, { cwd: project, env, timeout: 120_000 }).catch((err: { stderr?: string }) => {
+        const code = REGISTRY_UNREACHABLE.exec(err.stderr ?? "")?.[1];
+        if (code === undefined) throw err;
+        unreachable = `the npm registry is out of reach (${code}) and npm's cache lacks what the project needs`;
+        return ctx.skip(unreachable);
+      });
     // A TypeScript project for Node, as the section describes it, with the TypeScript and Node
     // types this repository uses (npm ci put them in the cache).
     const { devDependencies } = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
@@ -144,7 +165,8 @@ describe("README: the client in a new TypeScript project, against npm start's de
     expect(lstatSync(join(installed, "dist", "index.js")).isFile()).toBe(true);
   });
 
-  it("the example compiles with the project's tsc and lists servers, makes a marker by server id, lists replays", async () => {
+  it("the example compiles with the project's tsc and lists servers, makes a marker by server id, lists replays", async (ctx) => {
+    if (unreachable) ctx.skip(unreachable);
     const bearer = { authorization: `Bearer ${options.apiKey}` };
     // A server of the dev tenant that is recording: made through the public API, checked in and
     // started over gRPC as a recorder does.
@@ -183,7 +205,8 @@ describe("README: the client in a new TypeScript project, against npm start's de
     expect(stdout).not.toContain("webhook");
   });
 
-  it("its onDelivery verifies a real delivery as the receiver got it, and refuses a tampered copy", async () => {
+  it("its onDelivery verifies a real delivery as the receiver got it, and refuses a tampered copy", async (ctx) => {
+    if (unreachable) ctx.skip(unreachable);
     const grpc = createClient(RecordingService, createGrpcTransport({ baseUrl: sys.internalUrl }));
     await grpc.finishRecording({ replayId: recording.replayId }).catch((err) => {
       throw ConnectError.from(err);
