@@ -97,8 +97,9 @@ describe.skipIf(distributedSkipReason())(
       const client = createReplayClient({
         baseUrl: sys.baseUrl,
         apiKey: t.key,
-        // Waits of 1 s (the gateway's Retry-After), then 2, 4, 8, 16 s: over 30 s for the restart.
-        retry: { maxAttempts: 6, baseDelayMs: 1_000 },
+        // Waits of 1 s (the gateway's Retry-After), then 2, 4, 8, 16, 30, 30 s: two minutes for the
+        // restart on a busy machine.
+        retry: { maxAttempts: 8, baseDelayMs: 1_000 },
         fetch: async (request, init) => {
           const res = await fetch(request, init);
           sent.push(res.status);
