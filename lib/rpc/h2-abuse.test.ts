@@ -75,12 +75,14 @@ async function startServer(): Promise<Harness> {
   return h;
 }
 
-/** A Health check on a connection of its own: how long the server takes to answer while attacked. */
-async function timedHealthCheck(url: string): Promise<number> {
-  const started = performance.now();
+/**
+ * A Health check on a connection of its own: the server still serves others while attacked. Not
+ * timed: what an attack cost is shown by what it got (calls run, bytes taken), which a busy machine
+ * does not change; the deadline is only for a server that no longer answers at all.
+ */
+async function expectServing(url: string): Promise<void> {
   const health = createClient(Health, createGrpcTransport({ baseUrl: url }));
-  expect((await health.check({ service: "" }, { timeoutMs: 10_000 })).status).toBe(1);
-  return performance.now() - started;
+  expect((await health.check({ service: "" }, { timeoutMs: 30_000 })).status).toBe(1);
 }
 
 function streamIds(count: number): number[] {
@@ -113,18 +115,20 @@ describe("HTTP/2 limits of an internal port", () => {
       const before = h.calls;
       // Two fields of 12 KiB: each fine for HPACK, together over the advertised 16 KiB.
       const big = { "x-a": "a".repeat(12 * 1024), "x-b": "b".repeat(12 * 1024) };
-      const started = performance.now();
       await client.write(Buffer.concat([headersFrames(1, grpcRequestHeaders(CHECK_IN, big), false)]));
-      const reset = await client.waitFor((f) => f.streamId === 1 && f.type === FRAME.RST_STREAM, 10_000);
-      const elapsed = performance.now() - started;
+      // "At once" is the kind of answer, not a time (a busy machine makes any answer slow): the
+      // header list check resets this one stream as its headers are read and keeps the connection;
+      // without it the call would run (h.calls) or nothing would come for stream 1 until a guard
+      // cut the whole connection (GOAWAY).
+      const reset = await client.waitFor((f) => f.streamId === 1 && f.type === FRAME.RST_STREAM, 30_000);
       expect(reset?.payload.readUInt32BE(0)).toBe(ERROR.ENHANCE_YOUR_CALM);
-      expect(elapsed).toBeLessThan(2_000);
+      expect(client.frames.some((f) => f.type === FRAME.GOAWAY)).toBe(false);
       expect(h.calls).toBe(before);
       // The same connection still serves a call.
       await client.write(
         Buffer.concat([headersFrames(3, grpcRequestHeaders(CHECK_IN), false), grpcDataFrame(3, checkInBody)]),
       );
-      const answered = await client.waitFor((f) => f.streamId === 3 && f.type === FRAME.HEADERS, 10_000);
+      const answered = await client.waitFor((f) => f.streamId === 3 && f.type === FRAME.HEADERS, 30_000);
       expect(answered).toBeDefined();
       expect(h.calls).toBe(before + 1);
     } finally {
@@ -139,7 +143,7 @@ describe("HTTP/2 limits of an internal port", () => {
       await client.write(headersFrames(1, grpcRequestHeaders(CHECK_IN, { "x-big": "a".repeat(70_000) }), false));
       // nghttp2 answers GOAWAY(COMPRESSION_ERROR) and stops reading; before the fix the socket
       // stayed open for good, and C-core waited for its deadline.
-      expect(await client.waitClosed(H2_LIMITS.wedgeTimeoutMs + 10_000)).toBe(true);
+      expect(await client.waitClosed(H2_LIMITS.wedgeTimeoutMs + 30_000)).toBe(true);
       expect(client.goaway()?.code).toBe(ERROR.COMPRESSION_ERROR);
     } finally {
       client.close();
@@ -163,7 +167,7 @@ describe("HTTP/2 limits of an internal port", () => {
       // Once its SETTINGS is acknowledged, nghttp2 takes a stream past the limit as a connection
       // error (RFC 9113 §5.1.2 allows it): GOAWAY, and the held calls' signals abort. C-core and
       // grpc-js never get here: they queue calls behind the advertised limit.
-      expect(await client.waitClosed(10_000)).toBe(true);
+      expect(await client.waitClosed(30_000)).toBe(true);
       expect(client.goaway()?.lastStreamId).toBeLessThanOrEqual(2 * H2_LIMITS.maxConcurrentStreams);
       expect(h.calls - before).toBeLessThanOrEqual(H2_LIMITS.maxConcurrentStreams);
     } finally {
@@ -183,7 +187,7 @@ describe("HTTP/2 limits of an internal port", () => {
       await pollUntil(
         async () => h.calls - before,
         (n) => n >= H2_LIMITS.maxConcurrentStreams,
-        10_000,
+        30_000,
       );
       expect(h.calls - before).toBe(H2_LIMITS.maxConcurrentStreams);
       h.release();
@@ -207,13 +211,13 @@ describe("HTTP/2 limits of an internal port", () => {
       await pollUntil(
         async () => h.calls,
         (n) => n > before.calls,
-        10_000,
+        30_000,
       );
       await client.write(rstStreamFrame(1, ERROR.CANCEL));
       await pollUntil(
         async () => h.aborted,
         (n) => n > before.aborted,
-        10_000,
+        30_000,
       );
     } finally {
       h.hold = false;
@@ -249,8 +253,8 @@ describe("HTTP/2 limits of an internal port", () => {
         for (let offset = 0; offset < attack.length && !client.closed; offset += 64 * 1024) {
           await client.write(attack.subarray(offset, offset + 64 * 1024));
         }
-        const health = timedHealthCheck(h.server.url);
-        expect(await client.waitClosed(10_000)).toBe(true);
+        const health = expectServing(h.server.url);
+        expect(await client.waitClosed(30_000)).toBe(true);
         expect(client.goaway()?.code).toBe(ERROR.ENHANCE_YOUR_CALM);
         // Before: every one of the 2 000 calls ran. Now the session is cut after a burst of early
         // resets (a call whose stream is already reset when its body is read does not run).
@@ -259,9 +263,9 @@ describe("HTTP/2 limits of an internal port", () => {
         await pollUntil(
           async () => h.aborted - before.aborted,
           (n) => n === h.calls - before.calls,
-          10_000,
+          30_000,
         );
-        expect(await health).toBeLessThan(2_000);
+        await health;
         expect(process.memoryUsage().rss - rssBefore).toBeLessThan(200 * 1024 * 1024);
       } finally {
         h.hold = false;
@@ -284,12 +288,12 @@ describe("HTTP/2 limits of an internal port", () => {
         await client.write(frame(FRAME.CONTINUATION, 0, 1, block));
         sent += block.length;
       }
-      expect(await client.waitClosed(10_000)).toBe(true);
+      expect(await client.waitClosed(30_000)).toBe(true);
       // Cut within the first megabyte (the header list limit), not after 80 MB.
       expect(sent).toBeLessThan(8 * 1024 * 1024);
       expect(client.frames.some((f) => f.type === FRAME.GOAWAY || f.type === FRAME.RST_STREAM)).toBe(true);
       expect(process.memoryUsage().rss - rssBefore).toBeLessThan(100 * 1024 * 1024);
-      expect(await timedHealthCheck(h.server.url)).toBeLessThan(2_000);
+      await expectServing(h.server.url);
     } finally {
       client.close();
     }
@@ -302,7 +306,7 @@ describe("HTTP/2 limits of an internal port", () => {
       await client.write(frame(FRAME.HEADERS, 0, 1, headerBlock(grpcRequestHeaders(CHECK_IN))));
       const empties = Buffer.concat(Array.from({ length: 1_000 }, () => frame(FRAME.CONTINUATION, 0, 1)));
       for (let i = 0; i < 1_000 && !client.closed; i++) await client.write(empties);
-      expect(await client.waitClosed(10_000)).toBe(true);
+      expect(await client.waitClosed(30_000)).toBe(true);
       expect(client.frames.some((f) => f.type === FRAME.GOAWAY)).toBe(true);
     } finally {
       client.close();
@@ -319,7 +323,7 @@ describe("HTTP/2 limits of an internal port", () => {
           grpcDataFrame(1, new Uint8Array()),
         ]),
       );
-      expect(await client.waitFor((f) => f.streamId === 1 && f.type === FRAME.HEADERS, 10_000)).toBeDefined();
+      expect(await client.waitFor((f) => f.streamId === 1 && f.type === FRAME.HEADERS, 30_000)).toBeDefined();
     } finally {
       client.close();
     }
