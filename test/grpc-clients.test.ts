@@ -38,9 +38,12 @@ const served: Record<string, string[]> = {
 };
 const everyName = Object.values(served).flat();
 
-type Outcome = { code: grpc.status; details: string; metadata: grpc.Metadata | undefined; ms: number; bytes?: Buffer };
+type Outcome = { code: grpc.status; details: string; metadata: grpc.Metadata | undefined; bytes?: Buffer };
 
-/** One unary call through a grpc-js channel of its own, with the request's bytes; never rejects. */
+/**
+ * One unary call through a grpc-js channel of its own, with the request's bytes; never rejects. The
+ * 30 s deadline is for a call that hangs, not a measure of speed.
+ */
 function grpcJsCall<T extends DescMessage>(
   url: string,
   path: string,
@@ -49,7 +52,6 @@ function grpcJsCall<T extends DescMessage>(
   opts: { metadata?: grpc.Metadata; channelOptions?: grpc.ChannelOptions } = {},
 ): Promise<Outcome> {
   const client = new grpc.Client(new URL(url).host, grpc.credentials.createInsecure(), opts.channelOptions);
-  const began = performance.now();
   return new Promise<Outcome>((resolve) => {
     client.makeUnaryRequest(
       path,
@@ -57,13 +59,12 @@ function grpcJsCall<T extends DescMessage>(
       (bytes: Buffer) => bytes,
       Buffer.from(toBinary(schema, create(schema, request))),
       opts.metadata ?? new grpc.Metadata(),
-      { deadline: Date.now() + 10_000 },
+      { deadline: Date.now() + 30_000 },
       (err, bytes) => {
-        const ms = performance.now() - began;
         resolve(
           err
-            ? { code: err.code, details: err.details, metadata: err.metadata, ms }
-            : { code: grpc.status.OK, details: "", metadata: undefined, ms, bytes },
+            ? { code: err.code, details: err.details, metadata: err.metadata }
+            : { code: grpc.status.OK, details: "", metadata: undefined, bytes },
         );
       },
     );
@@ -84,7 +85,7 @@ async function grpcJsHealth(url: string, service: string, channelOptions?: grpc.
 
 /** `buf curl` over gRPC with proto/ as its schema: the answer's JSON, or the error's (buf prints it on stderr). */
 async function bufCurl(url: string, path: string, body: unknown): Promise<Record<string, any>> {
-  const args = ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--schema", "proto", "--timeout", "10s"];
+  const args = ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--schema", "proto", "--timeout", "30s"];
   const run = promisify(execFile)(buf, [...args, "-d", JSON.stringify(body), `${url}${path}`], { cwd: root });
   const { stdout } = await run.catch((err: { stdout: string; stderr: string }) => ({ stdout: err.stderr }));
   return JSON.parse(stdout);
@@ -106,10 +107,11 @@ describe.each(sharedSystems())("grpc-js and buf curl: issue 29's points ($mode m
         { metadata },
       );
       // Refused for its size, or (grpc-js compresses it under the limit) answered as any check-in.
+      // "At once" is the code, not a time: the hang this was ends in DEADLINE_EXCEEDED at the call's
+      // deadline, which is not among these, while a busy machine only makes the right answer slower.
       expect([grpc.status.RESOURCE_EXHAUSTED, grpc.status.INVALID_ARGUMENT], `${url}: ${res.details}`).toContain(
         res.code,
       );
-      expect(res.ms, url).toBeLessThan(2_000);
     }
   });
 
