@@ -101,6 +101,27 @@ async function outcome(call: Promise<{ serverId: string }>): Promise<{ code: Cod
   }
 }
 
+/**
+ * Calls `hold:<tag>-<ms>` with deadlines of 200 ms, then twice as long each time, until a call's
+ * handler held it before its deadline expired; returns that call's tag. Every call must end with
+ * the deadline's code `expired`. The doubling is for a busy machine, which can take longer than
+ * 200 ms to deliver a call: it then expires in the client or before its handler runs, with no
+ * handler whose signal the deadline should abort. It weakens nothing: a server that enforces no
+ * deadline still leaves the handler that did hold a call holding it, never aborted.
+ */
+async function expireWhileHeld<C>(
+  seen: Seen,
+  tag: string,
+  call: (serverId: string, deadlineMs: number) => Promise<C>,
+  expired: C,
+): Promise<string> {
+  for (let deadlineMs = 200; ; deadlineMs *= 2) {
+    const attempt = `${tag}-${deadlineMs}`;
+    expect(await call(`hold:${attempt}`, deadlineMs)).toBe(expired);
+    if (seen.holding.includes(attempt) || deadlineMs >= 12_800) return attempt;
+  }
+}
+
 describe("the lean internal hop", () => {
   const seen: Seen = { holding: [], aborted: [], calls: 0 };
   let lean: RpcServer;
@@ -161,8 +182,10 @@ describe("the lean internal hop", () => {
 
       it("has a deadline that expires: deadline_exceeded, and the handler's signal is aborted", async () => {
         const client = createClient(RecorderService, transport(lean.url));
-        const tag = `${name}-deadline`;
-        expect((await outcome(client.checkIn({ serverId: `hold:${tag}` }, { timeoutMs: 200 }))).code).toBe(
+        const tag = await expireWhileHeld(
+          seen,
+          `${name}-deadline`,
+          async (serverId, timeoutMs) => (await outcome(client.checkIn({ serverId }, { timeoutMs }))).code,
           Code.DeadlineExceeded,
         );
         await waitFor("the handler aborted", () => seen.aborted.includes(tag));
@@ -198,8 +221,9 @@ describe("the lean internal hop", () => {
         );
       });
     try {
-      expect(await call("plain", 5_000)).toEqual({ code: 0, serverId: "plain" });
-      const failed = await call("fail", 5_000);
+      // Deadlines that only bound a hang; the one this test is about is expireWhileHeld's.
+      expect(await call("plain", 30_000)).toEqual({ code: 0, serverId: "plain" });
+      const failed = await call("fail", 30_000);
       expect(failed.code).toBe(grpc.status.NOT_FOUND);
       const trailer = new Headers();
       for (const [k, v] of Object.entries(failed.metadata?.toHttp2Headers() ?? {})) {
@@ -208,8 +232,13 @@ describe("the lean internal hop", () => {
       trailer.set("grpc-status", "5");
       const error = findTrailerError(trailer);
       expect(error && contractCodeOf(error)?.code).toBe("SERVER_NOT_FOUND");
-      expect((await call("hold:grpc-js", 200)).code).toBe(grpc.status.DEADLINE_EXCEEDED);
-      await waitFor("the handler aborted", () => seen.aborted.includes("grpc-js"));
+      const tag = await expireWhileHeld(
+        seen,
+        "grpc-js",
+        async (serverId, deadlineMs) => (await call(serverId, deadlineMs)).code,
+        grpc.status.DEADLINE_EXCEEDED,
+      );
+      await waitFor("the handler aborted", () => seen.aborted.includes(tag));
     } finally {
       client.close();
     }
@@ -316,10 +345,13 @@ describe("the lean internal hop", () => {
       expect(header?.get("x-echo")).toBe("hi");
       expect(trailer?.get("x-trailer")).toBe("t");
       expect((await outcome(client.checkIn({ serverId: "fail" }))).value).toMatchObject({ code: "SERVER_NOT_FOUND" });
-      expect((await outcome(client.checkIn({ serverId: "hold:stock" }, { timeoutMs: 200 }))).code).toBe(
+      const tag = await expireWhileHeld(
+        stockSeen,
+        "stock",
+        async (serverId, timeoutMs) => (await outcome(client.checkIn({ serverId }, { timeoutMs }))).code,
         Code.DeadlineExceeded,
       );
-      await waitFor("the stock handler aborted", () => stockSeen.aborted.includes("stock"));
+      await waitFor("the stock handler aborted", () => stockSeen.aborted.includes(tag));
     });
 
     it("answers an unreachable backend as unavailable", async () => {
@@ -349,7 +381,11 @@ describe("the lean internal hop", () => {
     const h2 = createClient(RecorderService, createConnectTransport({ baseUrl: server.url, httpVersion: "2" }));
     const calls = [h1.checkIn({ serverId: "one" }), h2.checkIn({ serverId: "two" })];
     await waitFor("both calls started", () => started === 2);
-    const closed = server.close(5_000);
+    // The grace bounds a drain that hangs; a busy machine may take seconds to finish the calls.
+    const closed = server.close(30_000);
+    // Gives a drain that wrongly cut the calls a moment to do it before they are released. Not a
+    // race the test can lose: close() stops accepting and sends GOAWAY before it returns, so the
+    // calls are in flight during the drain however long this takes, and they must finish.
     await new Promise((r) => setTimeout(r, 50));
     release();
     expect((await Promise.all(calls)).map((r) => r.serverId)).toEqual(["one", "two"]);
