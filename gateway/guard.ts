@@ -18,9 +18,12 @@ export type GuardDeps = {
   /** The identity database, for the member a management key is bound to. */
   db: Queryable;
   now: () => number;
-  /** The deadline of the one RPC a request makes. */
+  /** The deadline of the one RPC a request makes (RPC_TIMEOUT_MS by default). */
   rpcTimeoutMs?: number;
 };
+
+/** The request deadline of decisions.md §1: a backend that has not answered by then is a 503. */
+export const RPC_TIMEOUT_MS = 10_000;
 
 /**
  * decisions.md §3 "Order of checks on every /v1/api route": authentication (401), rate limit
@@ -83,7 +86,7 @@ export async function guard(deps: GuardDeps, route: Route, req: FastifyRequest, 
         requestId: req.id,
         traceparent: req.trace ? formatTraceparent(req.trace) : undefined,
       }),
-      timeoutMs: deps.rpcTimeoutMs ?? 10_000,
+      timeoutMs: deps.rpcTimeoutMs ?? RPC_TIMEOUT_MS,
     },
   };
 }
