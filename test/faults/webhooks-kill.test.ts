@@ -19,7 +19,6 @@ import { startWebhookReceiver } from "../webhook-receiver.js";
 
 const binary = natsServerBinary();
 const skip = distributedSkipReason() ?? (binary ? undefined : "no nats-server binary to crash");
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(skip)(`webhook deliveries across crashes (distributed mode; ${skip ?? "kills processes"})`, () => {
   it("delivers every event to every subscription while the webhooks service and NATS are SIGKILLed mid fan-out", async () => {
@@ -75,10 +74,11 @@ describe.skipIf(skip)(`webhook deliveries across crashes (distributed mode; ${sk
       replayIds.push((started as { replayId: string }).replayId);
     }
 
-    // The transitions, one event each, keep coming while the faults happen.
+    // The transitions, one event each, come before the faults, while each fault lasts, and after:
+    // by construction, not by sleeping for a guess at how long a kill or a restart takes.
     const expected: string[] = [];
-    const transitions = (async () => {
-      for (const replayId of replayIds) {
+    const transitions = async (ids: string[]) => {
+      for (const replayId of ids) {
         await recording.finishRecording({ replayId, sizeBytes: 10n, formatVersion: 1 });
         expected.push(`collection.finalized ${replayId}`);
         await recording.setAssetState({ replayId, state: AssetState.PROCESSING });
@@ -87,21 +87,25 @@ describe.skipIf(skip)(`webhook deliveries across crashes (distributed mode; ${sk
         expected.push(`asset.ready ${replayId}`);
         await recording.releaseCollection({ replayId });
         expected.push(`collection.released ${replayId}`);
-        await sleep(150);
       }
-    })();
+    };
+    // The webhooks service dies once deliveries have begun, while the first replays' events still come.
+    const first = transitions(replayIds.slice(0, 3));
     await pollUntil(
       async () => receiver.requests(paths[0] as string).length,
       (n) => n >= 4,
-      15_000,
+      30_000,
     );
     await sys.kill("webhooks");
-    await sleep(800);
+    await first;
+    // Events while it is dead: its consumer must pick them up after the restart.
+    await transitions(replayIds.slice(3, 6));
     await sys.restart("webhooks");
     await nats.kill();
-    await sleep(1_500);
+    // Events while NATS is down: the outbox keeps them until it is back.
+    await transitions(replayIds.slice(6, 9));
     await nats.start();
-    await transitions;
+    await transitions(replayIds.slice(9));
     expect(expected).toHaveLength(48);
 
     const received = (path: string) =>
