@@ -14,8 +14,16 @@ import {
   signRequest,
 } from "../lib/signing.js";
 import { expectProblem } from "./expect.js";
-import { ALL_SCOPES, provisionTenant, type Res, rawRequest, type Signer, send, sendSigned } from "./http.js";
-import { pollUntil } from "./poll.js";
+import {
+  ALL_SCOPES,
+  pollUntilRevoked,
+  provisionTenant,
+  type Res,
+  rawRequest,
+  type Signer,
+  send,
+  sendSigned,
+} from "./http.js";
 import { grpcCheckIn } from "./recorder.js";
 import { sharedSystems } from "./shared-system.js";
 import type { SystemHandle } from "./system.js";
@@ -353,21 +361,17 @@ describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
       }
       await sys.admin.revokeApiKey({ keyId: doomed.keyId });
       const revokedAt = performance.now();
-      const elapsed = await Promise.all(
+      // Every request sent a second or more after the revocation is refused; the contract bounds
+      // when a request arrives, and a busy machine only delays the answers.
+      const polled = await Promise.all(
         sys.gatewayUrls.map(async (url) => {
-          const res = await pollUntil(
-            () => send(url, "GET", "/v1/api/servers", { headers: bearer(doomed.key) }),
-            (r) => r.status !== 200,
-            5000,
-            20,
-          );
-          const ms = performance.now() - revokedAt;
-          expectProblem(res, 401, "INVALID_API_KEY", url);
-          return ms;
+          const { refused, lastAcceptedSentMs } = await pollUntilRevoked(url, bearer(doomed.key), revokedAt);
+          expectProblem(refused, 401, "INVALID_API_KEY", url);
+          return lastAcceptedSentMs;
         }),
       );
-      for (const [i, ms] of elapsed.entries())
-        expect(ms, `replica ${i} refused the key after ${Math.round(ms)} ms`).toBeLessThan(1000);
+      for (const [i, ms] of polled.entries())
+        expect(ms, `replica ${i} accepted a request sent ${Math.round(ms)} ms after the revocation`).toBeLessThan(1000);
       // And it stays refused.
       for (const url of sys.gatewayUrls) {
         expectProblem(

@@ -32,6 +32,30 @@ export async function send(
   return { status: res.status, headers: res.headers, text, body };
 }
 
+/**
+ * Polls GET /v1/api/servers with `headers` (a key just revoked at `revokedAt`, performance.now())
+ * until it is refused. Returns that answer and how long after the revocation the last request
+ * still accepted was sent: decisions.md §2's "within 1 second" bounds when a request arrives, so
+ * it is measured from when each was sent, not from when its answer came back (on a busy machine an
+ * answer alone can take a second).
+ */
+export async function pollUntilRevoked(
+  baseUrl: string,
+  headers: Record<string, string>,
+  revokedAt: number,
+): Promise<{ refused: Res; lastAcceptedSentMs: number }> {
+  let lastAcceptedSentMs = 0;
+  const deadline = performance.now() + 30_000;
+  for (;;) {
+    const sentAt = performance.now();
+    const res = await send(baseUrl, "GET", "/v1/api/servers", { headers });
+    if (res.status !== 200) return { refused: res, lastAcceptedSentMs };
+    lastAcceptedSentMs = sentAt - revokedAt;
+    if (performance.now() > deadline) throw new Error(`${baseUrl} still accepted the key 30 s after its revocation`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 export type Signer = { tenant: string; kid: string; secret: string };
 
 /** A signed request (FV1-HMAC-SHA256) through lib/signing, the helper the README documents. */
