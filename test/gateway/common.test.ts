@@ -5,7 +5,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { provisionTenant, type Res, rawRequest, send, sendSigned } from "../http.js";
-import { pollUntil } from "../poll.js";
 import { sharedSystems } from "../shared-system.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -571,13 +570,12 @@ describe.each(sharedSystems())("per-tenant rate limit ($mode)", (sys) => {
     expect(refused, "the burst of 3 runs out").toBeDefined();
     const refusedAt = performance.now();
     const retryAfterMs = Number(refused?.headers.get("retry-after")) * 1000;
-    const served = await pollUntil(
-      () => send(url, "GET", "/v1/api/servers", { headers: t.bearer() }),
-      (r) => r.status !== 429,
-      retryAfterMs + 1000,
-    );
+    // Retry-After names a time: the first request sent once it has passed is served. Sent then,
+    // not polled for within Retry-After + 1 s, so that a busy machine's slow answers cannot make a
+    // right gateway look late; a Retry-After shorter than the refill still gets this request a 429.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, refusedAt + retryAfterMs - performance.now())));
+    const served = await send(url, "GET", "/v1/api/servers", { headers: t.bearer() });
     expect(served.status, served.text).toBe(200);
-    expect(performance.now() - refusedAt).toBeLessThan(retryAfterMs + 1000);
   });
 
   it("every authenticated /v1/api answer carries RateLimit-Policy and RateLimit, and takes a token whatever its status", async () => {
