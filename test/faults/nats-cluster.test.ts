@@ -136,7 +136,8 @@ describe.skipIf(!binary)("the event streams on a 3-node JetStream cluster", () =
     await publishOnceElected(bus, "after");
     await waitFor("the event published after the loss delivered", () => seen.ids().includes("after"), 60_000);
     // Seconds with our 3 s pulls (docs/performance.md); nats.js's default pull (30 s, heartbeats every
-    // 15 s, two missed) would take the better part of a minute.
-    expect(performance.now() - killedAt).toBeLessThan(15_000);
+    // 15 s, two missed) would take the better part of a minute, and no less than its 30 s pull. The
+    // bound is that, less 5 s, not a guess at this machine's speed: a busy one adds seconds, not 25.
+    expect(performance.now() - killedAt).toBeLessThan(25_000);
   }, 150_000);
 });
