@@ -188,13 +188,18 @@ describe("delivery client", () => {
       hungSocketClosed = new Promise((resolve) => req.socket.once("close", () => resolve()));
     });
     const healthy = await startReceiver();
-    const c = client({ timeoutMs: 1500, allow: [`hook.test:${hanging.port}`, `hook.test:${healthy.port}`] });
+    // The healthy sends must all be done while the hanging attempt is still open: with a timeout of
+    // 1.5 s a busy machine could take longer than that for three TLS exchanges, and then the
+    // attempt had ended and proved nothing. 10 s is longer than any of them takes; the test waits it
+    // out once.
+    const timeoutMs = 10_000;
+    const c = client({ timeoutMs, allow: [`hook.test:${hanging.port}`, `hook.test:${healthy.port}`] });
 
     let hungSettled = false;
     const hung = c.send(delivery(`https://hook.test:${hanging.port}/`)).finally(() => {
       hungSettled = true;
     });
-    await expect.poll(() => hanging.requests.length).toBe(1);
+    await expect.poll(() => hanging.requests.length, { timeout: 30_000 }).toBe(1);
     for (let i = 0; i < 3; i++) {
       expect(await c.send(delivery(`https://hook.test:${healthy.port}/`))).toMatchObject({
         statusCode: 200,
@@ -205,8 +210,9 @@ describe("delivery client", () => {
 
     const result = await hung;
     expect(result).toMatchObject({ statusCode: null, error: "timeout" });
-    expect(result.durationMs).toBeGreaterThanOrEqual(1450);
-    expect(result.durationMs).toBeLessThan(10_000);
+    expect(result.durationMs).toBeGreaterThanOrEqual(timeoutMs - 50);
+    // Ended by the timeout, not by anything later (undici's own timeouts are 300 s).
+    expect(result.durationMs).toBeLessThan(timeoutMs + 30_000);
     await hungSocketClosed;
   });
 
