@@ -169,7 +169,10 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
     // Nothing listens: the first attempts fail as refused connections, and the schedule would spend
     // the second 100 ms later; the breaker holds them instead (for at most UNREACHABLE_HOLD_MS).
     worker({ retryScheduleMs: [0, 100, 60_000] }, [port]);
-    await pollUntil(attempts, (rows) => rows.some((r) => r.attempt_count === 1), 20_000);
+    await pollUntil(attempts, (rows) => rows.length === 5 && rows.every((r) => r.attempt_count === 1), 30_000);
+    // Then nothing for 1.5 s, where the schedule would have spent the second attempts 100 ms later.
+    // This wait cannot fail on a slow machine: the hold lasts UNREACHABLE_HOLD_MS (5 min), so a
+    // slower run only watches less of it.
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     expect(await attempts()).toEqual(
       Array(5).fill({ attempt_count: 1, status: "pending", last_error: "connection error: ECONNREFUSED" }),
