@@ -1,3 +1,4 @@
+import type { IncomingMessage } from "node:http";
 import { connect, type Socket } from "node:net";
 import { gunzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
@@ -36,8 +37,15 @@ describe("the gateway while it drains", () => {
     await inFlight;
     const closing = app.close();
     while (app.server.listening) await new Promise((resolve) => setTimeout(resolve, 5));
+    // The first request is released once the server has the second, not after a guess at how long
+    // that takes: released first, it would let the connection go idle and close unanswered.
+    const arrived = new Promise<void>((resolve) =>
+      app.server.on("request", (req: IncomingMessage) => {
+        if (req.headers["x-request-id"] === "drain-1") resolve();
+      }),
+    );
     socket.write("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: drain-1\r\n\r\n");
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await arrived;
     release([]);
     await closing;
     await closed;
@@ -167,8 +175,16 @@ describe("the public port's connection limits (issue 29)", () => {
       const chunks: Buffer[] = [];
       socket.on("data", (chunk: Buffer) => chunks.push(chunk));
       const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+      // Released once the server has read the fifth request (the one past the bound), not after a
+      // guess at how long that takes: released sooner, the first answers would leave room for it.
+      let arrived = 0;
+      const fifth = new Promise<void>((resolve) =>
+        app.server.on("request", () => {
+          if (++arrived === 5) resolve();
+        }),
+      );
       socket.write("GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n".repeat(8));
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await fifth;
       release([]);
       await closed;
       const statuses = [
