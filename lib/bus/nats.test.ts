@@ -50,6 +50,8 @@ describe.skipIf(!servers)("NATS JetStream bus (skipped: no NATS_URL and no nats-
     let running = 0;
     let most = 0;
     const done: string[] = [];
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
     onTestFinished(
       await t.bus.subscribe(
         "concurrent",
@@ -57,7 +59,7 @@ describe.skipIf(!servers)("NATS JetStream bus (skipped: no NATS_URL and no nats-
         async (msg) => {
           running++;
           most = Math.max(most, running);
-          await new Promise((resolve) => setTimeout(resolve, 50));
+          await gate;
           running--;
           done.push(msg.eventId);
         },
@@ -66,6 +68,11 @@ describe.skipIf(!servers)("NATS JetStream bus (skipped: no NATS_URL and no nats-
     );
     const ids = Array.from({ length: 12 }, () => randomUUID());
     for (const id of ids) await t.bus.publish("replays.asset.ready", id, new Uint8Array());
+    // Handlers hold until all twelve are published and four run at once: a latch, not a 50 ms
+    // handler that a slow publisher could outlast (then no two ever overlapped). A consumer past
+    // its bound has started more than four by now; one below it never gets to four.
+    await waitFor("four handlers running at once", () => running >= 4);
+    open();
     await waitFor("every message", () => done.length === ids.length);
     expect(most).toBe(4);
     expect([...done].sort()).toEqual([...ids].sort());
