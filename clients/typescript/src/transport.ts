@@ -106,8 +106,8 @@ export function replayFetch(options: TransportOptions) {
   const now = () => Math.floor((options.now ?? Date.now)());
 
   /** The Authorization header one attempt needs: signed anew each time (a nonce is good once). */
-  function authorize(headers: Headers, method: string, url: string, body: Uint8Array | undefined) {
-    if (isSignedPath(new URL(url).pathname)) {
+  function authorize(headers: Headers, method: string, url: string, route: string, body: Uint8Array | undefined) {
+    if (isSignedPath(route)) {
       if (options.signingKey === undefined) return;
       headers.set("authorization", signRequest({ ...options.signingKey, method, url, body, ts: now() }).authorization);
     } else if (options.apiKey !== undefined) {
@@ -128,7 +128,7 @@ export function replayFetch(options: TransportOptions) {
     const retryable = isSafeToRetry(request.method, route, headers);
     for (let attempt = 1; ; attempt++) {
       const attemptHeaders = new Headers(headers);
-      authorize(attemptHeaders, request.method, request.url, body);
+      authorize(attemptHeaders, request.method, request.url, route, body);
       // From the request itself, so that what the call set (its signal, an undici dispatcher) holds
       // on every attempt. The API never redirects: a 3xx is returned, not followed with credentials
       // (and undici could not send these bytes again to a redirect's target anyway).
