@@ -3,7 +3,7 @@ import { connect, StorageType } from "nats";
 import { describe, expect, inject, it, onTestFinished } from "vitest";
 import { waitFor } from "../../test/poll.js";
 import { createNatsTestBus, deleteNamespaceStreams, describeBusContract, recorder } from "./_testing.js";
-import { createNatsBus, natsStreamName } from "./nats.js";
+import { createNatsBus, isNatsUnreachable, natsStreamName } from "./nats.js";
 
 // A NATS server with JetStream: NATS_URL, or the one the test run started from the nats-server binary.
 const servers = inject("natsUrl");
@@ -126,5 +126,14 @@ describe.skipIf(!servers)("NATS JetStream bus (skipped: no NATS_URL and no nats-
     expect(stored.subject).toBe(`${namespace}.replays.asset.ready`);
     expect(stored.header.get("Nats-Msg-Id")).toBe(eventId);
     expect(new TextDecoder().decode(stored.data)).toBe("payload");
+  });
+});
+
+describe("isNatsUnreachable", () => {
+  it("waits for a server that resets the connection while it starts, not for a refusal of another kind", () => {
+    const reset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
+    expect(isNatsUnreachable(reset)).toBe(true);
+    expect(isNatsUnreachable(Object.assign(new Error("write EPIPE"), { code: "EPIPE" }))).toBe(true);
+    expect(isNatsUnreachable(Object.assign(new Error("bad auth"), { code: "AUTHORIZATION_VIOLATION" }))).toBe(false);
   });
 });

@@ -84,11 +84,15 @@ export type NatsBusOptions = {
  */
 /**
  * A NATS server that could not be reached or was not ready (at start: refused, timed out, no
- * JetStream yet after a restart), as opposed to a refusal that waiting does not change.
+ * JetStream yet after a restart), as opposed to a refusal that waiting does not change. A server
+ * still starting may accept the connection and reset it: nats.js then rejects with the socket's
+ * own error (ECONNRESET, EPIPE), which CI saw end a webhooks process's start.
  */
 export function isNatsUnreachable(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return (
+    code === "ECONNRESET" ||
+    code === "EPIPE" ||
     code === ErrorCode.ConnectionRefused ||
     code === ErrorCode.ConnectionTimeout ||
     code === ErrorCode.Timeout ||
