@@ -42,6 +42,7 @@ export type RunningGateway = Running & {
 };
 
 const NONCE_SWEEP_MS = 60_000;
+const NONCE_SWEEP_BATCH = 5_000;
 /** How long a readiness answer is reused (GET /readyz and the internal port's Health). */
 const READINESS_TTL_MS = 1_000;
 
@@ -81,10 +82,8 @@ export async function start(config: Config, platform: Platform): Promise<Running
   const nonceSweep = startWorker({
     name: "identity:nonce-sweep",
     intervalMs: NONCE_SWEEP_MS,
-    round: async () => {
-      await deleteNoncesExpired(db, new Date());
-      return false;
-    },
+    // A full batch runs the next round at once, until a short one says the backlog is gone.
+    round: async () => (await deleteNoncesExpired(db, new Date(), NONCE_SWEEP_BATCH)) === NONCE_SWEEP_BATCH,
   });
 
   /**

@@ -61,11 +61,11 @@ describe.each(testDbModes())("signed requests ($name database)", ({ open }) => {
     // A client 290 s behind: accepted, and its nonce must outlive the sweep of 20 s later.
     expect(await codeOf(verify("/v1/replays", { ts: T - 290_000, nonce }))).toBe("ok");
     clock = T + 20_000;
-    await deleteNoncesExpired(db, new Date(clock));
+    await deleteNoncesExpired(db, new Date(clock), 100);
     expect(await codeOf(verify("/v1/replays", { ts: clock, nonce }))).toBe("NONCE_REUSED");
     // And it goes once a window has passed since its use.
     clock = T + SIGNATURE_WINDOW_MS + 2_000;
-    await deleteNoncesExpired(db, new Date(clock));
+    await deleteNoncesExpired(db, new Date(clock), 100);
     expect(await codeOf(verify("/v1/replays", { ts: clock, nonce }))).toBe("ok");
   });
 

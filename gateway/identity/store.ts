@@ -104,8 +104,16 @@ export async function insertNonce(q: Queryable, kid: string, nonce: string, expi
   return rowCount === 1;
 }
 
-export async function deleteNoncesExpired(q: Queryable, now: Date): Promise<number> {
-  const { rowCount } = await q.query("DELETE FROM identity.nonce WHERE expires_at < $1", [now]);
+/**
+ * Deletes at most `limit` nonces expired by `now`, the longest expired first (nonce_expires_idx), in
+ * one statement: a sweep after a long pause goes batch by batch instead of in one long DELETE.
+ */
+export async function deleteNoncesExpired(q: Queryable, now: Date, limit: number): Promise<number> {
+  const { rowCount } = await q.query(
+    `DELETE FROM identity.nonce WHERE ctid IN (
+       SELECT ctid FROM identity.nonce WHERE expires_at < $1 ORDER BY expires_at LIMIT $2)`,
+    [now, limit],
+  );
   return rowCount;
 }
 

@@ -71,6 +71,7 @@ describe("outbox", () => {
     expect(await migrate(db, outboxMigrations(db.schema))).toEqual([
       "bus/001_outbox_inbox.sql",
       "bus/002_outbox_traceparent.sql",
+      "bus/003_retention_indexes.sql",
     ]);
     expect(await migrate(db, outboxMigrations(db.schema))).toEqual([]);
     const { rows } = await db.query<{ table_name: string }>(

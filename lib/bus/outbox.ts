@@ -41,6 +41,18 @@ export function outboxMigrations(schema: string): Migration[] {
       // The trace of the hop that committed the event, handed on with it (lib/trace.ts).
       sql: `ALTER TABLE ${s}.outbox ADD COLUMN traceparent text;`,
     },
+    {
+      id: "bus/003_retention_indexes.sql",
+      sql: `
+        -- Retention (retention.ts) deletes in batches, the oldest first: each batch reads the first
+        -- rows of one of these indexes instead of scanning and sorting the whole table. The relay
+        -- sets published_at once, from null, so the outbox index holds only published rows, the
+        -- only ones retention may delete. Plain CREATE INDEX (a migration is one transaction): it
+        -- blocks writes to the table while it builds.
+        CREATE INDEX outbox_published_at ON ${s}.outbox (published_at) WHERE published_at IS NOT NULL;
+        CREATE INDEX inbox_processed_at ON ${s}.inbox (processed_at);
+      `,
+    },
   ];
 }
 

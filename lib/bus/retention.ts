@@ -4,6 +4,9 @@ import { startWorker, type Worker } from "../worker/worker.js";
 
 const log = logger("lib:bus:retention");
 
+/** The most rows one retention DELETE removes (the default batch of a pass). */
+export const RETENTION_BATCH_ROWS = 5_000;
+
 /**
  * How long event bookkeeping is kept (config `EVENT_RETENTION`, `INBOX_RETENTION`). `eventsMs` is
  * how long a published event stays replayable: the JetStream streams' max age, and how long
@@ -13,28 +16,109 @@ const log = logger("lib:bus:retention");
  */
 export type RetentionWindows = { eventsMs: number; inboxMs: number };
 
-/** Deletes `<db.schema>`'s outbox rows published longer ago than eventsMs and inbox rows older than inboxMs. */
-export async function pruneEventTables(db: Db, windows: RetentionWindows): Promise<{ outbox: number; inbox: number }> {
-  const schema = db.schema;
-  const outbox = await db.query(
-    `DELETE FROM ${schema}.outbox WHERE published_at < now() - $1 * interval '1 millisecond'`,
-    [windows.eventsMs],
+/** What a pass did to one table: rows deleted, DELETE statements run, the most rows one of them deleted. */
+export type PruneSteps = { rows: number; statements: number; rowsPerStatementMax: number };
+
+export type PruneResult = { outbox: PruneSteps; inbox: PruneSteps };
+
+type Table = keyof PruneResult;
+
+// Each batch is one statement outside any transaction, so it commits on its own: no snapshot or row lock
+// outlives a batch, however large the backlog. The oldest rows go first, read off the indexes of
+// bus/003_retention_indexes.sql. An unpublished outbox row (published_at null) never matches.
+async function deleteOutboxPublishedBefore(db: Db, windowMs: number, limit: number): Promise<number> {
+  const { rowCount } = await db.query(
+    `DELETE FROM ${db.schema}.outbox WHERE ctid IN (
+       SELECT ctid FROM ${db.schema}.outbox
+        WHERE published_at < now() - $1 * interval '1 millisecond'
+        ORDER BY published_at
+        LIMIT $2)`,
+    [windowMs, limit],
   );
-  const inbox = await db.query(
-    `DELETE FROM ${schema}.inbox WHERE processed_at < now() - $1 * interval '1 millisecond'`,
-    [windows.inboxMs],
-  );
-  return { outbox: outbox.rowCount, inbox: inbox.rowCount };
+  return rowCount;
 }
 
-/** Prunes one service's outbox and inbox every `intervalMs` (an hour by default). */
-export function startRetentionWorker(db: Db, windows: RetentionWindows, intervalMs = 60 * 60_000): Worker {
+async function deleteInboxProcessedBefore(db: Db, windowMs: number, limit: number): Promise<number> {
+  const { rowCount } = await db.query(
+    `DELETE FROM ${db.schema}.inbox WHERE ctid IN (
+       SELECT ctid FROM ${db.schema}.inbox
+        WHERE processed_at < now() - $1 * interval '1 millisecond'
+        ORDER BY processed_at
+        LIMIT $2)`,
+    [windowMs, limit],
+  );
+  return rowCount;
+}
+
+type Pass = { result: PruneResult; step(): Promise<boolean> };
+
+/**
+ * A pass over both tables: step() deletes the next batch of every table whose last batch was full
+ * and resolves to whether one still is. A short batch means nothing more was due when it ran.
+ */
+function startPass(db: Db, windows: RetentionWindows, batchSize: number): Pass {
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw new Error(`retention batch size ${batchSize}`);
+  const deletes: Record<Table, (limit: number) => Promise<number>> = {
+    outbox: (limit) => deleteOutboxPublishedBefore(db, windows.eventsMs, limit),
+    inbox: (limit) => deleteInboxProcessedBefore(db, windows.inboxMs, limit),
+  };
+  const result: PruneResult = {
+    outbox: { rows: 0, statements: 0, rowsPerStatementMax: 0 },
+    inbox: { rows: 0, statements: 0, rowsPerStatementMax: 0 },
+  };
+  const pending = new Set<Table>(["outbox", "inbox"]);
+  return {
+    result,
+    async step() {
+      for (const table of [...pending]) {
+        const rows = await deletes[table](batchSize);
+        const steps = result[table];
+        steps.rows += rows;
+        steps.statements++;
+        steps.rowsPerStatementMax = Math.max(steps.rowsPerStatementMax, rows);
+        if (rows < batchSize) pending.delete(table);
+      }
+      return pending.size > 0;
+    },
+  };
+}
+
+/**
+ * Deletes `<db.schema>`'s outbox rows published longer ago than eventsMs and inbox rows older than
+ * inboxMs, in DELETEs of at most `batchSize` rows each, oldest first, until a batch comes back
+ * short. Unpublished outbox rows are never deleted. Resolves to what each table took.
+ */
+export async function pruneEventTables(
+  db: Db,
+  windows: RetentionWindows,
+  batchSize = RETENTION_BATCH_ROWS,
+): Promise<PruneResult> {
+  const pass = startPass(db, windows, batchSize);
+  let more = true;
+  while (more) more = await pass.step();
+  return pass.result;
+}
+
+export type RetentionWorkerOptions = { intervalMs?: number; batchSize?: number };
+
+/**
+ * Prunes one service's outbox and inbox every `intervalMs` (an hour by default). A round is one
+ * step of a pass (a batch per table); a full batch runs the next round at once, so a backlog is
+ * caught up in consecutive rounds while stop() waits for one batch at most, never a whole pass.
+ */
+export function startRetentionWorker(db: Db, windows: RetentionWindows, options: RetentionWorkerOptions = {}): Worker {
+  const batchSize = options.batchSize ?? RETENTION_BATCH_ROWS;
+  let pass: Pass | undefined;
   return startWorker({
     name: `${db.schema}:event-retention`,
-    intervalMs,
+    intervalMs: options.intervalMs ?? 60 * 60_000,
     round: async () => {
-      const deleted = await pruneEventTables(db, windows);
-      if (deleted.outbox + deleted.inbox > 0) log.info({ schema: db.schema, ...deleted }, "pruned event tables");
+      pass ??= startPass(db, windows, batchSize);
+      // A failed step keeps the pass: the retry goes on where it stopped.
+      if (await pass.step()) return true;
+      const { outbox, inbox } = pass.result;
+      pass = undefined;
+      if (outbox.rows + inbox.rows > 0) log.info({ schema: db.schema, outbox, inbox }, "pruned event tables");
       return false;
     },
   });
