@@ -1,5 +1,5 @@
 import type { Queryable, Tx } from "../../lib/db/types.js";
-import type { ClaimedDelivery } from "./delivery/queue-store.js";
+import { bringDueForward, type ClaimedDelivery } from "./delivery/queue-store.js";
 
 // SQL of schema `webhooks`, the API's half: subscriptions, the fan-out that stores deliveries, the
 // delivery log and manual replay. The delivery worker's queue (claim, record, release) is the
@@ -18,10 +18,17 @@ export async function insertSubscription(
   q: Queryable,
   s: { subscriptionId: string; tenantId: string; url: string; events: readonly string[]; secret: string },
 ): Promise<SubscriptionRow> {
+  // With its row in subscription_due (nothing pending yet), which every write that makes one of its
+  // deliveries due then finds in place (queue-store.ts bringDueForward).
   const { rows } = await q.query<SubscriptionRow>(
-    `INSERT INTO webhooks.subscription (subscription_id, tenant_id, url, events, secret)
-     VALUES ($1, $2, $3, $4, $5)
-     RETURNING ${subscriptionColumns}`,
+    `WITH s AS (
+       INSERT INTO webhooks.subscription (subscription_id, tenant_id, url, events, secret)
+       VALUES ($1, $2, $3, $4, $5)
+       RETURNING ${subscriptionColumns}
+     ), due AS (
+       INSERT INTO webhooks.subscription_due (subscription_id, due_at) SELECT subscription_id, 'infinity' FROM s
+     )
+     SELECT * FROM s`,
     [s.subscriptionId, s.tenantId, s.url, s.events, s.secret],
   );
   return rows[0] as SubscriptionRow;
@@ -98,7 +105,9 @@ export type FanOut = { leased: ClaimedDelivery[]; waiting: number };
  * caps, their first attempt opened in the log (claimDeliveries), and come back with what their
  * attempt needs: nothing is sent before the deliveries and their attempts are stored, so every
  * request sent is in the log (issue 28). A subscription deleted meanwhile
- * gets nothing; one created meanwhile that names the event gets a delivery. An event the bus
+ * gets nothing; one created meanwhile that names the event gets a delivery. Each subscription's due
+ * time comes forward to its new deliveries' (a leased one's: when its lease ends, should its
+ * holder stop before recording it). An event the bus
  * delivers again adds nothing (one delivery per subscription and event). Every array, the limit
  * and the cap are read through scalar subqueries, as claimDeliveries's, so that the prepared
  * statement settles on its generic plan.
@@ -135,11 +144,12 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
               c.traceparent
          FROM c
        ON CONFLICT (subscription_id, event_id) DO NOTHING
-       RETURNING delivery_id, subscription_id, event_id, event, body, traceparent, lease_owner IS NOT NULL AS leased
+       RETURNING delivery_id, subscription_id, event_id, event, body, traceparent, lease_owner IS NOT NULL AS leased,
+                 COALESCE(lease_expires_at, next_attempt_at) AS due_at
      ), opened AS (
        INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at)
        SELECT d.delivery_id, 1, 'automatic', now() FROM d WHERE d.leased
-     )
+     )${bringDueForward("d")}
      SELECT d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, d.traceparent, d.leased,
             CASE WHEN d.leased THEN c.url END AS url, CASE WHEN d.leased THEN c.secret END AS secret,
             false AS manual, 0 AS automatic_attempts, 1 AS attempt
@@ -261,10 +271,15 @@ export async function updateDeliveryReplayed(
   deliveryId: string,
 ): Promise<DeliveryRow | undefined> {
   const { rows } = await q.query<DeliveryRow>(
-    `UPDATE webhooks.delivery
-        SET retry_count = retry_count + 1, manual_queued = manual_queued + 1, status = 'pending', updated_at = now()
-      WHERE delivery_id = $1 AND tenant_id = $2 AND status <> 'succeeded'
-      RETURNING ${deliveryColumns}`,
+    `WITH r AS (
+       UPDATE webhooks.delivery
+          SET retry_count = retry_count + 1, manual_queued = manual_queued + 1, status = 'pending', updated_at = now()
+        WHERE delivery_id = $1 AND tenant_id = $2 AND status <> 'succeeded'
+        RETURNING ${deliveryColumns}
+     ), due AS (
+       SELECT subscription_id, '-infinity'::timestamptz AS due_at FROM r
+     )${bringDueForward("due")}
+     SELECT * FROM r`,
     [deliveryId, tenantId],
   );
   return rows[0];

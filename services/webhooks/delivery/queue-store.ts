@@ -38,18 +38,24 @@ export const unknownOutcome = {
 } as const;
 const ABANDONED = unknownOutcome.abandoned;
 
+/** What a claim took, and the subscriptions it found due that had nothing to claim (for refreshDue). */
+export type Claim = { claimed: ClaimedDelivery[]; drained: string[] };
+
 /**
  * Claims due deliveries for one attempt each under a lease (lib/worker/lease.ts's rules, with a
  * per-subscription cap): at most `limit` in all, soonest due first, and at most `perSubscription`
  * in flight for one subscription in this replica, counting those it has in flight already (`busy`),
- * so that a receiver that hangs holds a few of its slots and never all of them. Each subscription
- * is probed through delivery_due_idx, so a backlog of one subscription is never scanned whole.
- * The arrays and the limit are read through scalar subqueries, hidden from the planner: a custom
- * plan that saw them was estimated cheaper than the generic one, and Postgres planned this
- * statement anew at every claim (the same plan either way; see updateServersSeen in the servers
- * store). Hidden, the prepared statement settles on its generic plan. Each claim opens its attempt in
- * the log (numbered from the delivery's count) before the request is sent, and closes as abandoned
- * the one before it if a previous holder left it open (each claim does, so no older one is open).
+ * so that a receiver that hangs holds a few of its slots and never all of them. The subscriptions
+ * to look at come from subscription_due (the `limit` soonest due now whose cap is not reached), and
+ * each is probed through delivery_due_idx: the cost follows the subscriptions with work due, and a
+ * backlog of one subscription is never scanned whole. Those found due with nothing claimable come
+ * back as `drained`, for refreshDue to move on. The arrays and the limit are read through scalar
+ * subqueries, hidden from the planner: a custom plan that saw them was estimated cheaper than the
+ * generic one, and Postgres planned this statement anew at every claim (the same plan either way;
+ * see updateServersSeen in the servers store). Hidden, the prepared statement settles on its
+ * generic plan. Each claim opens its attempt in the log (numbered from the delivery's count) before
+ * the request is sent, and closes as abandoned the one before it if a previous holder left it open
+ * (each claim does, so no older one is open).
  */
 export async function claimDeliveries(
   q: Queryable,
@@ -60,31 +66,37 @@ export async function claimDeliveries(
     limit: number;
     busy: ReadonlyMap<string, number>;
   },
-): Promise<ClaimedDelivery[]> {
-  const { rows } = await q.query<ClaimedDelivery>(
+): Promise<Claim> {
+  const { rows } = await q.query<ClaimedDelivery & { drained: boolean }>(
     `WITH busy AS (
        SELECT * FROM unnest((SELECT $5::uuid[]), (SELECT $6::int[])) AS b(subscription_id, n)
+     ), ready AS (
+       SELECT q.subscription_id, COALESCE(b.n, 0) AS n
+         FROM webhooks.subscription_due q
+         LEFT JOIN busy b ON b.subscription_id = q.subscription_id
+        WHERE q.due_at <= now() AND COALESCE(b.n, 0) < $3
+        ORDER BY q.due_at
+        LIMIT (SELECT $4::int)
+     ), picked AS (
+       SELECT c.delivery_id, r.subscription_id, s.url, s.secret
+         FROM ready r
+         JOIN webhooks.subscription s ON s.subscription_id = r.subscription_id
+         CROSS JOIN LATERAL (
+           SELECT x.delivery_id, ${dueAt} AS due
+             FROM webhooks.delivery x
+            WHERE x.subscription_id = r.subscription_id AND x.status = 'pending' AND ${dueAt} <= now()
+              AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
+            ORDER BY ${dueAt}
+            LIMIT $3 - r.n
+              FOR UPDATE OF x SKIP LOCKED
+         ) c
+        ORDER BY c.due
+        LIMIT (SELECT $4::int)
      ), d AS (
        UPDATE webhooks.delivery AS d
           SET lease_owner = $1, lease_expires_at = now() + $2 * interval '1 millisecond',
               attempt_count = d.attempt_count + 1
-         FROM (
-           SELECT c.delivery_id, s.url, s.secret
-             FROM webhooks.subscription s
-             LEFT JOIN busy b ON b.subscription_id = s.subscription_id
-             CROSS JOIN LATERAL (
-               SELECT x.delivery_id, ${dueAt} AS due
-                 FROM webhooks.delivery x
-                WHERE x.subscription_id = s.subscription_id AND x.status = 'pending' AND ${dueAt} <= now()
-                  AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
-                ORDER BY ${dueAt}
-                LIMIT GREATEST($3 - COALESCE(b.n, 0), 0)
-                  FOR UPDATE OF x SKIP LOCKED
-             ) c
-            WHERE COALESCE(b.n, 0) < $3
-            ORDER BY c.due
-            LIMIT (SELECT $4::int)
-         ) AS picked
+         FROM picked
         WHERE d.delivery_id = picked.delivery_id
         RETURNING d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, picked.url, picked.secret,
                   d.manual_queued > 0 AS manual, d.automatic_attempts, d.traceparent, d.attempt_count AS attempt
@@ -97,26 +109,114 @@ export async function claimDeliveries(
        INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at)
        SELECT delivery_id, attempt, CASE WHEN manual THEN 'manual' ELSE 'automatic' END, now() FROM d
      )
-     SELECT * FROM d`,
+     SELECT d.*, false AS drained FROM d
+     UNION ALL
+     SELECT NULL, r.subscription_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true
+       FROM ready r
+      WHERE NOT EXISTS (SELECT 1 FROM picked p WHERE p.subscription_id = r.subscription_id)`,
     [claim.owner, claim.leaseMs, claim.perSubscription, claim.limit, [...claim.busy.keys()], [...claim.busy.values()]],
   );
-  return rows;
+  const claimed: ClaimedDelivery[] = [];
+  const drained: string[] = [];
+  for (const { drained: isDrained, ...row } of rows) {
+    if (isDrained) drained.push(row.subscription_id);
+    else claimed.push(row);
+  }
+  return { claimed, drained };
 }
 
 /**
- * Milliseconds until the soonest attempt not yet due falls due, or undefined when none is. Attempts
- * already due but not claimable (their subscription at its cap, or leased) are left out: a finished
+ * How many of a subscription's pending deliveries, soonest due first, refreshDue reads: more than
+ * can be leased at once (PER_SUBSCRIPTION_MAX in every replica), so the first one not leased is
+ * among them; past them, the last one's due time bounds the rest.
+ */
+const REFRESH_HEAD = 64;
+
+/**
+ * Moves each subscription a claim found due with nothing to claim (`drained`) to when it may next
+ * have something: its soonest pending delivery's due time, or the end of the lease of one another
+ * attempt holds; 'infinity' when nothing is pending. The rows are locked first (FOR UPDATE SKIP
+ * LOCKED) and the due times read by the next statement, from a snapshot taken after the locks:
+ * a writer that made a delivery due (fan-out, record, replay) either committed before it, and is
+ * seen, or still holds its row FOR KEY SHARE, and that row is skipped, or lowers due_at after
+ * this transaction commits. A skipped subscription stays due and is looked at again by the next
+ * claim. Never waits for a lock. `tx` is a transaction of its own (the locks are held to its end).
+ */
+export async function refreshDue(tx: Tx, drained: readonly string[]): Promise<void> {
+  if (drained.length === 0) return;
+  const { rows } = await tx.query<{ subscription_id: string }>(
+    `SELECT subscription_id FROM webhooks.subscription_due
+        WHERE subscription_id = ANY ($1::uuid[])
+        ORDER BY subscription_id
+          FOR UPDATE SKIP LOCKED`,
+    [drained],
+  );
+  if (rows.length === 0) return;
+  await tx.query(
+    `UPDATE webhooks.subscription_due AS q
+          SET due_at = n.due_at
+         FROM (
+           SELECT l.subscription_id,
+                  (SELECT CASE WHEN count(*) = 0 THEN 'infinity'::timestamptz
+                               ELSE LEAST(min(GREATEST(h.due, COALESCE(h.lease_expires_at, '-infinity'))),
+                                          CASE WHEN count(*) = $2 THEN max(h.due) END)
+                          END
+                     FROM (SELECT ${dueAt} AS due, x.lease_expires_at
+                             FROM webhooks.delivery x
+                            WHERE x.subscription_id = l.subscription_id AND x.status = 'pending' AND ${dueAt} IS NOT NULL
+                            ORDER BY ${dueAt}
+                            LIMIT $2) h) AS due_at
+             FROM unnest($1::uuid[]) AS l(subscription_id)
+         ) AS n
+        WHERE q.subscription_id = n.subscription_id`,
+    [rows.map((row) => row.subscription_id), REFRESH_HEAD],
+  );
+}
+
+/**
+ * The CTEs (each led by a comma, to follow a WITH list) that bring forward the due_at of the
+ * subscriptions in `source` (a CTE of the same statement with columns subscription_id and due_at,
+ * one row per delivery made due): a missing row is made, and every row is held FOR KEY SHARE until
+ * the transaction commits, so refreshDue cannot raise it past deliveries it does not see yet.
+ * Rows that move are locked in subscription order, so two writers never deadlock; writers never
+ * wait for one another otherwise (KEY SHARE locks do not conflict). Only rows whose due_at is
+ * later than the new due time are written: on a busy subscription, already due, nothing is.
+ */
+export function bringDueForward(source: string): string {
+  return `, due_new AS (
+       SELECT subscription_id, min(due_at) AS due_at FROM ${source}
+        WHERE due_at IS NOT NULL GROUP BY subscription_id
+     ), due_made AS (
+       INSERT INTO webhooks.subscription_due (subscription_id, due_at)
+       SELECT subscription_id, due_at FROM due_new ORDER BY subscription_id
+       ON CONFLICT (subscription_id) DO NOTHING
+     ), due_held AS (
+       SELECT q.subscription_id FROM webhooks.subscription_due q
+        WHERE q.subscription_id IN (SELECT subscription_id FROM due_new)
+        ORDER BY q.subscription_id
+          FOR KEY SHARE
+     ), due_moving AS (
+       SELECT q.subscription_id FROM webhooks.subscription_due q JOIN due_new n USING (subscription_id)
+        WHERE q.due_at > n.due_at AND (SELECT count(*) FROM due_held) >= 0
+        ORDER BY q.subscription_id
+          FOR NO KEY UPDATE OF q
+     ), due_moved AS (
+       UPDATE webhooks.subscription_due q SET due_at = LEAST(q.due_at, n.due_at)
+         FROM due_new n
+        WHERE q.subscription_id = n.subscription_id AND q.subscription_id IN (SELECT subscription_id FROM due_moving)
+     )`;
+}
+
+/**
+ * Milliseconds until the soonest subscription not yet due falls due, or undefined when none is.
+ * Subscriptions already due but not claimable (at their cap, or leased) are left out: a finished
  * attempt wakes the worker for those.
  */
 export async function nextDueInMs(q: Queryable): Promise<number | undefined> {
   const { rows } = await q.query<{ ms: number | null }>(
-    `SELECT (EXTRACT(EPOCH FROM (min(n.due) - now())) * 1000)::float8 AS ms
-       FROM webhooks.subscription s
-       CROSS JOIN LATERAL (
-         SELECT ${dueAt} AS due FROM webhooks.delivery x
-          WHERE x.subscription_id = s.subscription_id AND x.status = 'pending' AND ${dueAt} > now()
-          ORDER BY ${dueAt} LIMIT 1
-       ) n`,
+    `SELECT (EXTRACT(EPOCH FROM (min(due_at) - now())) * 1000)::float8 AS ms
+       FROM webhooks.subscription_due
+      WHERE due_at > now() AND due_at < 'infinity'`,
   );
   const ms = rows[0]?.ms;
   return ms === null || ms === undefined ? undefined : Math.max(0, Math.ceil(ms));
@@ -158,8 +258,9 @@ export type AttemptRecord = {
  * delivery, pending otherwise while any attempt is still due, else failed. An attempt recorded after
  * its lease ran out and another replica claimed the delivery (or attempted and released it) is
  * logged only: the delivery's state is the current holder's, so a late
- * failure never turns a succeeded delivery back to pending, nor moves its schedule. The arrays are
- * read through scalar subqueries so that the prepared statement settles on its generic plan instead
+ * failure never turns a succeeded delivery back to pending, nor moves its schedule. A delivery
+ * left pending (a retry scheduled, a manual attempt still queued) brings its subscription's due time
+ * forward (bringDueForward). The arrays are read through scalar subqueries so that the prepared statement settles on its generic plan instead
  * of being planned for every batch's size (as claimDeliveries).
  */
 export async function recordAttempts(q: Queryable, records: readonly AttemptRecord[]): Promise<void> {
@@ -197,7 +298,10 @@ export async function recordAttempts(q: Queryable, records: readonly AttemptReco
               lease_expires_at = CASE WHEN d.lease_owner = r.owner THEN NULL ELSE d.lease_expires_at END
          FROM r
         WHERE d.delivery_id = r.delivery_id
-     )
+        RETURNING d.subscription_id,
+                  CASE WHEN d.status = 'pending' AND d.manual_queued > 0 THEN '-infinity'::timestamptz
+                       WHEN d.status = 'pending' THEN d.next_attempt_at END AS due_at
+     )${bringDueForward("u")}
      UPDATE webhooks.attempt AS a
         SET started_at = r.started_at, duration_ms = r.duration_ms, status_code = r.status_code, error = r.error
        FROM r
@@ -218,8 +322,8 @@ export async function recordAttempts(q: Queryable, records: readonly AttemptReco
 }
 
 /**
- * Hands claimed deliveries back (a stopping worker), so another replica takes them at once; their
- * open attempts are closed with `why` (their requests were cut, or never sent).
+ * Hands claimed deliveries back (a stopping worker), so another replica takes them at once (their
+ * subscriptions' due times brought forward to theirs); their open attempts are closed with `why` (their requests were cut, or never sent).
  */
 export async function releaseDeliveries(
   q: Queryable,
@@ -232,8 +336,8 @@ export async function releaseDeliveries(
     `WITH released AS (
        UPDATE webhooks.delivery SET lease_owner = NULL, lease_expires_at = NULL
         WHERE delivery_id = ANY ($1::uuid[]) AND lease_owner = $2
-        RETURNING delivery_id
-     )
+        RETURNING delivery_id, subscription_id, CASE WHEN status = 'pending' THEN ${dueAt} END AS due_at
+     )${bringDueForward("released")}
      UPDATE webhooks.attempt
         SET duration_ms = GREATEST((EXTRACT(EPOCH FROM (now() - started_at)) * 1000)::int, 0), error = $3
       WHERE delivery_id IN (SELECT delivery_id FROM released) AND duration_ms IS NULL`,

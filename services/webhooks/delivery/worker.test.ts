@@ -138,7 +138,7 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
   it("attempts a delivery again once the lease of a replica that died mid-attempt runs out", async () => {
     const { subscriptionId, path } = await subscriptionWith(1);
     // A replica claims the delivery and dies before recording anything.
-    const claimed = await queue.claimDeliveries(db, {
+    const { claimed } = await queue.claimDeliveries(db, {
       owner: "dead-replica",
       leaseMs: 500,
       perSubscription: 16,

@@ -52,8 +52,7 @@ export const PER_SUBSCRIPTION_MAX = 16;
 const LEASE_MARGIN_MS = 10_000;
 /**
  * How long finished attempts gather before they wake the worker for the next claim: one claim
- * refills every slot freed meanwhile, instead of one claim (a statement across every subscription)
- * per finished attempt.
+ * refills every slot freed meanwhile, instead of one claim per finished attempt.
  */
 const CLAIM_GATHER_MS = 5;
 /** How often a receiver that could not be reached is probed for its return. */
@@ -278,7 +277,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const plan = planClaim(slots, breaker.held.keys());
       // Every slot busy: a finishing attempt wakes the loop.
       if (!plan) return false;
-      const claimed = await queue.claimDeliveries(db, {
+      const { claimed, drained } = await queue.claimDeliveries(db, {
         owner,
         leaseMs,
         perSubscription: slots.perSubscription,
@@ -286,6 +285,9 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       });
       const filled = noteClaim(slots, plan, claimed.length);
       for (const row of claimed) start(row, record);
+      // Subscriptions found due with nothing to claim move on to when they next may have something,
+      // so the next claims and the sleep below look past them.
+      if (drained.length > 0) await db.transaction((tx) => queue.refreshDue(tx, drained));
       if (filled) return true;
       // While attempts run, each one that finishes wakes the loop; idle, it sleeps until the next
       // scheduled attempt (or the poll, for other replicas' leases and caps).

@@ -1,0 +1,252 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type TestDb, testDbModes } from "../../../lib/db/_testing.js";
+import type { Db, Queryable, QueryResult } from "../../../lib/db/types.js";
+import * as store from "../store.js";
+import * as queue from "./queue-store.js";
+
+// The worker's queue against a real database (both modes): what a claim and the worker's sleep read
+// (subscription_due, issue 37), how each write moves a subscription's due time, and that a claim
+// never moves one past a delivery a writer has not committed yet.
+
+const claimOptions = { owner: "test-worker", leaseMs: 60_000, perSubscription: 4, limit: 16, busy: new Map() };
+
+/**
+ * The buffers (shared blocks hit or read) the next statement sent through it touches, by running it
+ * under EXPLAIN (ANALYZE, BUFFERS): what a statement costs, counted by Postgres, whatever the
+ * machine's speed. The statement runs for real (its writes included).
+ */
+function countingBuffers(q: Queryable): Queryable & { blocks: number } {
+  const counting = {
+    blocks: 0,
+    async query<R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+      const { rows } = await q.query<{ "QUERY PLAN": [{ Plan: Record<string, number> }] }>(
+        `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${text}`,
+        params,
+      );
+      const plan = rows[0]?.["QUERY PLAN"][0]?.Plan ?? {};
+      counting.blocks = (plan["Shared Hit Blocks"] ?? 0) + (plan["Shared Read Blocks"] ?? 0);
+      return { rows: [], rowCount: 0 };
+    },
+  };
+  return counting;
+}
+
+describe.each(testDbModes())("delivery queue ($name database)", ({ name, open }) => {
+  let testDb: TestDb;
+  let db: Db;
+  beforeAll(async () => {
+    testDb = await open("webhooks");
+    db = testDb.db;
+  });
+  afterAll(() => testDb[Symbol.asyncDispose]());
+
+  const subscribe = async (tenantId = randomUUID()) => {
+    const subscriptionId = randomUUID();
+    await store.insertSubscription(db, {
+      subscriptionId,
+      tenantId,
+      url: `https://receiver.example/${subscriptionId}`,
+      events: ["asset.ready"],
+      secret: "whsec_test",
+    });
+    return { tenantId, subscriptionId };
+  };
+  const fanOut = (tenantId: string, firstAttemptAt = new Date(Date.now() - 1_000)) =>
+    db.transaction((tx) =>
+      store.insertDeliveries(tx, [
+        { tenantId, eventId: randomUUID(), event: "asset.ready", body: "{}", firstAttemptAt },
+      ]),
+    );
+  const dueAt = async (subscriptionId: string) => {
+    const { rows } = await db.query<{ due_at: string }>(
+      "SELECT due_at::text FROM webhooks.subscription_due WHERE subscription_id = $1",
+      [subscriptionId],
+    );
+    return rows[0]?.due_at;
+  };
+  /** A claim as the worker makes it: the statement, then the drained subscriptions moved on. */
+  const claim = async (options: Partial<typeof claimOptions> = {}) => {
+    const { claimed, drained } = await queue.claimDeliveries(db, { ...claimOptions, ...options });
+    if (drained.length > 0) await db.transaction((tx) => queue.refreshDue(tx, drained));
+    return claimed;
+  };
+  const record = (d: queue.ClaimedDelivery, outcome: { error: string | null; nextAttemptAt: Date | null }) =>
+    queue.recordAttempts(db, [
+      {
+        deliveryId: d.delivery_id,
+        attempt: d.attempt,
+        owner: claimOptions.owner,
+        trigger: d.manual ? "manual" : "automatic",
+        startedAt: new Date(),
+        durationMs: 5,
+        statusCode: outcome.error === null ? 200 : 500,
+        gone: false,
+        ...outcome,
+      },
+    ]);
+
+  it("claims and sleeps reading only subscriptions with work due: 400 idle ones cost nothing more", async () => {
+    // Whatever other tests left due is claimed and recorded first: the two statements then read an
+    // empty range of subscription_due, which is what is measured.
+    for (let round = 0; round < 10; round++) {
+      const left = await claim({ limit: 256, perSubscription: 16 });
+      for (const d of left) await record(d, { error: null, nextAttemptAt: null });
+    }
+    const claimCost = async () => {
+      const counting = countingBuffers(db);
+      await queue.claimDeliveries(counting, claimOptions);
+      const claimBlocks = counting.blocks;
+      await queue.nextDueInMs(counting);
+      return { claim: claimBlocks, nextDue: counting.blocks };
+    };
+    const before = await claimCost();
+
+    // 400 subscriptions of 400 tenants, each with ended deliveries in its log, nothing pending: the
+    // platform a year on, at a small scale.
+    const tenants = Array.from({ length: 400 }, () => randomUUID());
+    const subscriptions = Array.from({ length: 400 }, () => randomUUID());
+    await db.query(
+      `WITH s AS (
+         INSERT INTO webhooks.subscription (subscription_id, tenant_id, url, events, secret)
+         SELECT s, t, 'https://receiver.example/' || s, '{asset.ready}', 'whsec_test'
+           FROM unnest($1::uuid[], $2::uuid[]) AS x(s, t)
+         RETURNING subscription_id, tenant_id
+       ), due AS (
+         INSERT INTO webhooks.subscription_due (subscription_id, due_at) SELECT subscription_id, 'infinity' FROM s
+       )
+       INSERT INTO webhooks.delivery (delivery_id, tenant_id, subscription_id, event_id, event, body, status, updated_at)
+       SELECT gen_random_uuid(), s.tenant_id, s.subscription_id, gen_random_uuid(), 'asset.ready', '{}',
+              CASE WHEN n = 1 THEN 'succeeded' ELSE 'failed' END, now() - n * interval '1 hour'
+         FROM s CROSS JOIN generate_series(1, 3) n`,
+      [subscriptions, tenants],
+    );
+    await db.query("ANALYZE webhooks.subscription_due");
+    const after = await claimCost();
+
+    // The claim used to probe every subscription's deliveries: 400 subscriptions, 400+ blocks.
+    expect(after.claim).toBeLessThanOrEqual(before.claim + 4);
+    expect(after.claim).toBeLessThan(30);
+    expect(after.nextDue).toBeLessThanOrEqual(before.nextDue + 4);
+    expect(after.nextDue).toBeLessThan(10);
+  });
+
+  it("moves a subscription's due time with each write: fan-out, retry, manual replay, success", async () => {
+    const { tenantId, subscriptionId } = await subscribe();
+    expect(await dueAt(subscriptionId)).toBe("infinity");
+
+    const firstAttemptAt = new Date(Date.now() - 1_000);
+    await fanOut(tenantId, firstAttemptAt);
+    expect(new Date((await dueAt(subscriptionId)) ?? "").getTime()).toBe(firstAttemptAt.getTime());
+
+    // At its cap in this replica: not claimed, and not moved either (it still has work due).
+    expect(await claim({ busy: new Map([[subscriptionId, claimOptions.perSubscription]]) })).toEqual([]);
+    expect(new Date((await dueAt(subscriptionId)) ?? "").getTime()).toBe(firstAttemptAt.getTime());
+
+    const [first] = (await claim()).filter((d) => d.subscription_id === subscriptionId);
+    if (!first) throw new Error("nothing claimed");
+    // Failed, the next attempt in a minute: a claim finds nothing due and moves the subscription on
+    // to that minute, which is when the worker wakes.
+    const retryAt = new Date(Date.now() + 60_000);
+    await record(first, { error: "HTTP 500", nextAttemptAt: retryAt });
+    expect(await claim()).toEqual([]);
+    expect(new Date((await dueAt(subscriptionId)) ?? "").getTime()).toBe(retryAt.getTime());
+    const sleep = await queue.nextDueInMs(db);
+    expect(sleep).toBeGreaterThan(50_000);
+    expect(sleep).toBeLessThanOrEqual(60_000);
+
+    // A manual replay is due at once.
+    expect(await store.updateDeliveryReplayed(db, tenantId, first.delivery_id)).toBeDefined();
+    expect(await dueAt(subscriptionId)).toBe("-infinity");
+    const [manual] = await claim();
+    expect(manual).toMatchObject({ delivery_id: first.delivery_id, manual: true });
+    if (!manual) throw new Error("nothing claimed");
+    // While it is in flight, a claim moves the subscription to the end of its lease, no later: if
+    // this worker died with it, the delivery would be claimed again then.
+    expect(await claim()).toEqual([]);
+    const leaseEnd = new Date((await dueAt(subscriptionId)) ?? "").getTime();
+    expect(leaseEnd).toBeGreaterThan(Date.now() + 30_000);
+    expect(leaseEnd).toBeLessThanOrEqual(Date.now() + claimOptions.leaseMs);
+
+    // It succeeds: nothing is pending. Nothing writes the subscription for that (a success takes
+    // no lock); once the lease's end comes, the claim that looks finds nothing and the subscription
+    // leaves the claims and the sleep.
+    await record(manual, { error: null, nextAttemptAt: null });
+    expect(new Date((await dueAt(subscriptionId)) ?? "").getTime()).toBe(leaseEnd);
+    await db.query(
+      "UPDATE webhooks.subscription_due SET due_at = now() - interval '1 millisecond' WHERE subscription_id = $1",
+      [subscriptionId],
+    );
+    expect(await claim()).toEqual([]);
+    expect(await dueAt(subscriptionId)).toBe("infinity");
+  });
+
+  it("moves a fan-out's leased deliveries' subscription to the end of their lease, and a handed-back one to now", async () => {
+    const { tenantId, subscriptionId } = await subscribe();
+    const { leased } = await db.transaction((tx) =>
+      store.insertDeliveries(
+        tx,
+        [
+          {
+            tenantId,
+            eventId: randomUUID(),
+            event: "asset.ready",
+            body: "{}",
+            firstAttemptAt: new Date(Date.now() - 1),
+          },
+        ],
+        { owner: "fan-out-worker", leaseMs: 60_000, perSubscription: 4, limit: 4, busy: new Map() },
+      ),
+    );
+    expect(leased).toHaveLength(1);
+    const leaseEnd = new Date((await dueAt(subscriptionId)) ?? "").getTime();
+    expect(leaseEnd).toBeGreaterThan(Date.now() + 30_000);
+    // Handed back by a stopping worker: claimable at once by another replica.
+    await queue.releaseDeliveries(db, "fan-out-worker", [leased[0]?.delivery_id ?? ""], queue.unknownOutcome.notSent);
+    expect(new Date((await dueAt(subscriptionId)) ?? "").getTime()).toBeLessThanOrEqual(Date.now());
+    expect((await claim()).map((d) => d.delivery_id)).toContain(leased[0]?.delivery_id);
+  });
+
+  // Two transactions at once: one connection (embedded) runs them one after the other.
+  it.skipIf(name !== "postgres")(
+    "never moves a subscription past a delivery a writer has not committed yet",
+    async () => {
+      const { tenantId, subscriptionId } = await subscribe();
+      // Due a second ago with nothing pending (a delivery that succeeded since): a writer adding a
+      // delivery due later moves nothing, it only holds the row until it commits.
+      await db.query(
+        "UPDATE webhooks.subscription_due SET due_at = now() - interval '1 second' WHERE subscription_id = $1",
+        [subscriptionId],
+      );
+      let commit = () => {};
+      const committing = new Promise<void>((resolve) => {
+        commit = resolve;
+      });
+      let inserted = () => {};
+      const insertedOnce = new Promise<void>((resolve) => {
+        inserted = resolve;
+      });
+      const writer = db.transaction(async (tx) => {
+        await store.insertDeliveries(tx, [
+          { tenantId, eventId: randomUUID(), event: "asset.ready", body: "{}", firstAttemptAt: new Date() },
+        ]);
+        inserted();
+        await committing;
+      });
+      await insertedOnce;
+      const stale = await dueAt(subscriptionId);
+
+      // A claim now sees nothing pending for it. Its refresh skips the row the writer holds instead
+      // of moving it to 'infinity' (and never waits for it).
+      const { claimed, drained } = await queue.claimDeliveries(db, claimOptions);
+      expect(claimed.filter((d) => d.subscription_id === subscriptionId)).toEqual([]);
+      expect(drained).toContain(subscriptionId);
+      await db.transaction((tx) => queue.refreshDue(tx, drained));
+      expect(await dueAt(subscriptionId)).toBe(stale);
+
+      commit();
+      await writer;
+      expect((await claim()).map((d) => d.subscription_id)).toContain(subscriptionId);
+    },
+  );
+});
