@@ -107,6 +107,16 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ INBOX_RETENTION: "1d,2d" })).toThrow(/INBOX_RETENTION must be one duration/);
   });
 
+  it("keeps an ended webhook delivery in the log 30 days by default, never less than a minute", () => {
+    expect(loadConfig({}).webhooks.logRetentionMs).toBe(30 * 86_400_000);
+    expect(loadConfig({ WEBHOOK_LOG_RETENTION: "36h" }).webhooks.logRetentionMs).toBe(36 * 3_600_000);
+    for (const bad of ["30s", "7d,30d", "a month"]) {
+      expect(() => loadConfig({ WEBHOOK_LOG_RETENTION: bad }), bad).toThrow(
+        /WEBHOOK_LOG_RETENTION must be one duration/,
+      );
+    }
+  });
+
   it("refuses real Postgres without NATS: the in-process bus relies on the embedded database's commit order", () => {
     expect(() => loadConfig({ DATABASE_URL: "postgres://db/x" })).toThrow(/NATS_URL must be set with DATABASE_URL/);
   });

@@ -65,6 +65,8 @@ export type Config = Readonly<{
     caFile: string | undefined;
     timeoutMs: number;
     retryScheduleMs: readonly number[];
+    /** How long an ended delivery stays in the delivery log, with its attempts (WEBHOOK_LOG_RETENTION). */
+    logRetentionMs: number;
   }>;
   /** Where blobs (replay archives) live: `file:///dir` or `s3://bucket?…`; unset: DATA_DIR/blobs. */
   blob: Readonly<{ url: string | undefined }>;
@@ -253,6 +255,7 @@ export function loadConfig(
   };
   const eventRetentionMs = duration("EVENT_RETENTION", "7d");
   const inboxRetentionMs = duration("INBOX_RETENTION", "8d");
+  const logRetentionMs = duration("WEBHOOK_LOG_RETENTION", "30d");
   if (inboxRetentionMs < eventRetentionMs) {
     problems.push(
       "INBOX_RETENTION must not be shorter than EVENT_RETENTION: a consumer must remember every event the bus can still redeliver",
@@ -314,6 +317,7 @@ export function loadConfig(
       caFile: value("WEBHOOK_CA_FILE"),
       timeoutMs: integer("WEBHOOK_TIMEOUT_MS", 15_000, 1, 600_000),
       retryScheduleMs: retryScheduleMs ?? [],
+      logRetentionMs,
     },
     blob: { url: blobUrl },
     pages: { tokenKey: value("PAGE_TOKEN_KEY"), tokenKeyFile: value("PAGE_TOKEN_KEY_FILE") },

@@ -10,6 +10,7 @@ import { createDeliveryClient } from "./delivery/client.js";
 import { parseAllowTargets, resolverWithin, systemResolver } from "./delivery/target.js";
 import { deliveryWorker } from "./delivery/worker.js";
 import { webhooksConsumers } from "./events.js";
+import { logRetentionWorker } from "./log-retention.js";
 import { createWebhooksService } from "./webhooks-service.js";
 
 /** How long a subscription request waits for its URL's host to resolve before accepting it unresolved. */
@@ -17,8 +18,9 @@ const SUBSCRIPTION_LOOKUP_MS = 2_000;
 
 /**
  * The webhooks service: subscriptions, the fan-out of the replays service's eight webhook events
- * into deliveries, and the delivery worker (decisions.md §6). With WEBHOOK_DELIVERY=off it refuses
- * new subscriptions and runs no worker.
+ * into deliveries, the delivery worker and the delivery log's retention (decisions.md §6). With
+ * WEBHOOK_DELIVERY=off it refuses new subscriptions and sends nothing; the log's retention runs
+ * either way.
  */
 export const webhooksService: ServiceSpec = {
   name: "webhooks",
@@ -53,7 +55,7 @@ export const webhooksService: ServiceSpec = {
         router.service(WebhooksService, webhooks);
       },
       consumers: webhooksConsumers({ db, retryScheduleMs: settings.retryScheduleMs, worker, onQueued }),
-      workers: worker ? [worker] : [],
+      workers: [...(worker ? [worker] : []), logRetentionWorker({ db, retentionMs: settings.logRetentionMs })],
     };
   },
 };

@@ -1,0 +1,34 @@
+import type { Db } from "../../lib/db/types.js";
+import { logger } from "../../lib/log.js";
+import type { WorkerSpec } from "../../lib/worker/worker.js";
+import { deleteDeliveriesExpired } from "./retention-store.js";
+
+const log = logger("webhooks:log-retention");
+
+export type LogRetentionDeps = {
+  db: Db;
+  /** How long an ended delivery stays in the log (WEBHOOK_LOG_RETENTION). */
+  retentionMs: number;
+  /** Deliveries per statement; a full batch starts the next round at once. */
+  batchSize?: number;
+  /** The wait between rounds. */
+  intervalMs?: number;
+};
+
+/**
+ * Drops ended deliveries, with their attempts, once WEBHOOK_LOG_RETENTION has passed since they
+ * ended (decisions.md §6.1 "Retention"); a pending one stays however old. Runs whether or not
+ * WEBHOOK_DELIVERY is on: a deployment that turned delivery off still holds the log it had.
+ */
+export function logRetentionWorker(deps: LogRetentionDeps): WorkerSpec {
+  const batchSize = deps.batchSize ?? 2_000;
+  return {
+    name: "webhooks-log-retention",
+    intervalMs: deps.intervalMs ?? 60_000,
+    async round() {
+      const deleted = await deleteDeliveriesExpired(deps.db, deps.retentionMs, batchSize);
+      if (deleted > 0) log.info({ deleted }, "pruned the delivery log");
+      return deleted === batchSize;
+    },
+  };
+}

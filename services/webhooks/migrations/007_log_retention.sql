@@ -1,0 +1,14 @@
+-- The delivery log's retention (decisions.md §6.1 "Retention", retention-store.ts): ended
+-- deliveries, oldest-ended first, so that each pruning batch reads the rows it deletes and not the
+-- rest of the log. While a delivery is not pending its updated_at is when it ended: every change of
+-- state sets it, and the claims that lease pending deliveries leave it alone (so they stay
+-- heap-only updates, as 002 wants). Pending deliveries are left out: the fan-out and the attempts of
+-- pending ones add no entry, and the prune cannot find one.
+-- The ended time can move, only ever later, and that keeps a delivery longer, never drops it early.
+-- A manual replay makes a failed delivery pending (it leaves this index while its attempt is
+-- queued), and that attempt's end sets updated_at anew: the window runs from the last end. An
+-- attempt recorded late on an ended delivery (after its lease passed to another replica, or the
+-- same record sent twice) sets updated_at again: the delivery stays up to an attempt's lease longer.
+-- Built in the migration's transaction (CONCURRENTLY cannot run in one), so writes to the table wait
+-- for the build: about a second per million deliveries on Postgres 15.
+CREATE INDEX delivery_ended_idx ON webhooks.delivery (updated_at) WHERE status <> 'pending';
