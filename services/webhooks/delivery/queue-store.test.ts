@@ -6,7 +6,7 @@ import * as store from "../store.js";
 import * as queue from "./queue-store.js";
 
 // The worker's queue against a real database (both modes): what a claim and the worker's sleep read
-// (subscription_due, issue 37), how each write moves a subscription's due time, and that a claim
+// (subscription_due), how each write moves a subscription's due time, and that a claim
 // never moves one past a delivery a writer has not committed yet.
 
 const claimOptions = { owner: "test-worker", leaseMs: 60_000, perSubscription: 4, limit: 16, busy: new Map() };

@@ -1,4 +1,4 @@
--- When each subscription may next have a delivery to claim (issue 37): the worker's claim and its
+-- When each subscription may next have a delivery to claim: the worker's claim and its
 -- next-due read start here, so their cost follows the subscriptions with work due, not every
 -- subscription in the system (the claim used to probe delivery_due_idx once per subscription: 40 ms
 -- a claim, idle, at 50 000 subscriptions).
