@@ -217,7 +217,7 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
       const plans = await db.transaction(async (tx) => {
         // One connection; small and varying batches, the ones a custom plan is estimated cheapest for.
         for (let i = 0; i < 12; i++) {
-          const { claimed, drained } = await queue.claimDeliveries(tx, {
+          const found = await queue.claimDeliveries(tx, {
             owner: "test",
             leaseMs: 30_000,
             perSubscription: 4,
@@ -226,7 +226,8 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
           });
           // Other tests' subscriptions, due with nothing to claim (leased), move out of the way as
           // the worker moves them.
-          await queue.refreshDue(tx, drained);
+          await queue.refreshDue(tx, found);
+          const { claimed } = found;
           expect(claimed).toHaveLength(1 + (i % 4));
           await queue.recordAttempts(
             tx,

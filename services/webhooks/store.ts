@@ -145,11 +145,11 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
          FROM c
        ON CONFLICT (subscription_id, event_id) DO NOTHING
        RETURNING delivery_id, subscription_id, event_id, event, body, traceparent, lease_owner IS NOT NULL AS leased,
-                 COALESCE(lease_expires_at, next_attempt_at) AS due_at
+                 COALESCE(lease_expires_at, next_attempt_at) AS due_at, next_attempt_at
      ), opened AS (
        INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at)
        SELECT d.delivery_id, 1, 'automatic', now() FROM d WHERE d.leased
-     )${bringDueForward("d")}
+     )${bringDueForward("d", "next_attempt_at")}
      SELECT d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, d.traceparent, d.leased,
             CASE WHEN d.leased THEN c.url END AS url, CASE WHEN d.leased THEN c.secret END AS secret,
             false AS manual, 0 AS automatic_attempts, 1 AS attempt

@@ -38,8 +38,11 @@ export const unknownOutcome = {
 } as const;
 const ABANDONED = unknownOutcome.abandoned;
 
-/** What a claim took, and the subscriptions it found due that had nothing to claim (for refreshDue). */
-export type Claim = { claimed: ClaimedDelivery[]; drained: string[] };
+/**
+ * What a claim took; the subscriptions it looked at (`visited`), and of those the ones it found due
+ * with nothing to claim (`drained`): for refreshDue.
+ */
+export type Claim = { claimed: ClaimedDelivery[]; visited: string[]; drained: string[] };
 
 /**
  * Claims due deliveries for one attempt each under a lease (lib/worker/lease.ts's rules, with a
@@ -47,9 +50,9 @@ export type Claim = { claimed: ClaimedDelivery[]; drained: string[] };
  * in flight for one subscription in this replica, counting those it has in flight already (`busy`),
  * so that a receiver that hangs holds a few of its slots and never all of them. The subscriptions
  * to look at come from subscription_due (the `limit` soonest due now whose cap is not reached), and
- * each is probed through delivery_due_idx: the cost follows the subscriptions with work due, and a
- * backlog of one subscription is never scanned whole. Those found due with nothing claimable come
- * back as `drained`, for refreshDue to move on. The arrays and the limit are read through scalar
+ * each is probed through delivery_due_idx from its scan_from: the cost follows the subscriptions
+ * with work due, and neither a backlog of one subscription nor the entries its sent deliveries left
+ * in the index are read whole. What it looked at comes back for refreshDue to move on. The arrays and the limit are read through scalar
  * subqueries, hidden from the planner: a custom plan that saw them was estimated cheaper than the
  * generic one, and Postgres planned this statement anew at every claim (the same plan either way;
  * see updateServersSeen in the servers store). Hidden, the prepared statement settles on its
@@ -71,7 +74,7 @@ export async function claimDeliveries(
     `WITH busy AS (
        SELECT * FROM unnest((SELECT $5::uuid[]), (SELECT $6::int[])) AS b(subscription_id, n)
      ), ready AS (
-       SELECT q.subscription_id, COALESCE(b.n, 0) AS n
+       SELECT q.subscription_id, q.scan_from, COALESCE(b.n, 0) AS n
          FROM webhooks.subscription_due q
          LEFT JOIN busy b ON b.subscription_id = q.subscription_id
         WHERE q.due_at <= now() AND COALESCE(b.n, 0) < $3
@@ -84,7 +87,8 @@ export async function claimDeliveries(
          CROSS JOIN LATERAL (
            SELECT x.delivery_id, ${dueAt} AS due
              FROM webhooks.delivery x
-            WHERE x.subscription_id = r.subscription_id AND x.status = 'pending' AND ${dueAt} <= now()
+            WHERE x.subscription_id = r.subscription_id AND x.status = 'pending'
+              AND ${dueAt} >= r.scan_from AND ${dueAt} <= now()
               AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
             ORDER BY ${dueAt}
             LIMIT $3 - r.n
@@ -109,20 +113,22 @@ export async function claimDeliveries(
        INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at)
        SELECT delivery_id, attempt, CASE WHEN manual THEN 'manual' ELSE 'automatic' END, now() FROM d
      )
-     SELECT d.*, false AS drained FROM d
+     SELECT d.*, NULL::bool AS drained FROM d
      UNION ALL
-     SELECT NULL, r.subscription_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true
-       FROM ready r
-      WHERE NOT EXISTS (SELECT 1 FROM picked p WHERE p.subscription_id = r.subscription_id)`,
+     SELECT NULL, r.subscription_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+            NOT EXISTS (SELECT 1 FROM picked p WHERE p.subscription_id = r.subscription_id)
+       FROM ready r`,
     [claim.owner, claim.leaseMs, claim.perSubscription, claim.limit, [...claim.busy.keys()], [...claim.busy.values()]],
   );
-  const claimed: ClaimedDelivery[] = [];
-  const drained: string[] = [];
-  for (const { drained: isDrained, ...row } of rows) {
-    if (isDrained) drained.push(row.subscription_id);
-    else claimed.push(row);
+  const claim_: Claim = { claimed: [], visited: [], drained: [] };
+  for (const { drained, ...row } of rows) {
+    if (drained === null) claim_.claimed.push(row);
+    else {
+      claim_.visited.push(row.subscription_id);
+      if (drained) claim_.drained.push(row.subscription_id);
+    }
   }
-  return { claimed, drained };
+  return claim_;
 }
 
 /**
@@ -133,62 +139,63 @@ export async function claimDeliveries(
 const REFRESH_HEAD = 64;
 
 /**
- * Moves each subscription a claim found due with nothing to claim (`drained`) to when it may next
- * have something: its soonest pending delivery's due time, or the end of the lease of one another
- * attempt holds; 'infinity' when nothing is pending. The rows are locked first (FOR UPDATE SKIP
- * LOCKED) and the due times read by the next statement, from a snapshot taken after the locks:
- * a writer that made a delivery due (fan-out, record, replay) either committed before it, and is
- * seen, or still holds its row FOR KEY SHARE, and that row is skipped, or lowers due_at after
- * this transaction commits. A skipped subscription stays due and is looked at again by the next
- * claim. Never waits for a lock. `tx` is a transaction of its own (the locks are held to its end).
+ * Moves on the subscriptions a claim looked at (`claim.visited`): each one's scan_from to its
+ * soonest pending delivery's due time, and, for one found due with nothing to claim
+ * (`claim.drained`), its due_at to when it may next have something: its soonest pending delivery's
+ * due time, or the end of the lease of one another attempt holds; 'infinity' when nothing is
+ * pending. The rows are locked first (FOR UPDATE SKIP LOCKED) and the due times read by the next
+ * statement, from a snapshot taken after the locks: a writer that made a delivery due (fan-out,
+ * record, replay) either committed before it, and is seen, or still holds its row FOR KEY SHARE,
+ * and that row is skipped, or brings it forward after this transaction commits. A skipped
+ * subscription stays as it was for the next claim. Never waits for a lock. `tx` is a transaction of
+ * its own (the locks are held to its end).
  */
-export async function refreshDue(tx: Tx, drained: readonly string[]): Promise<void> {
-  if (drained.length === 0) return;
+export async function refreshDue(tx: Tx, claim: Pick<Claim, "visited" | "drained">): Promise<void> {
+  if (claim.visited.length === 0) return;
   const { rows } = await tx.query<{ subscription_id: string }>(
     `SELECT subscription_id FROM webhooks.subscription_due
-        WHERE subscription_id = ANY ($1::uuid[])
-        ORDER BY subscription_id
-          FOR UPDATE SKIP LOCKED`,
-    [drained],
+      WHERE subscription_id = ANY ($1::uuid[])
+      ORDER BY subscription_id
+        FOR UPDATE SKIP LOCKED`,
+    [claim.visited],
   );
   if (rows.length === 0) return;
+  // Each reads on from the row's own scan_from: what lies before it is no pending delivery.
+  const pending = `FROM webhooks.delivery x
+                  WHERE x.subscription_id = q.subscription_id AND x.status = 'pending'
+                    AND ${dueAt} >= q.scan_from
+                  ORDER BY ${dueAt}`;
   await tx.query(
     `UPDATE webhooks.subscription_due AS q
-          SET due_at = n.due_at
-         FROM (
-           SELECT l.subscription_id,
-                  (SELECT CASE WHEN count(*) = 0 THEN 'infinity'::timestamptz
-                               ELSE LEAST(min(GREATEST(h.due, COALESCE(h.lease_expires_at, '-infinity'))),
-                                          CASE WHEN count(*) = $2 THEN max(h.due) END)
-                          END
-                     FROM (SELECT ${dueAt} AS due, x.lease_expires_at
-                             FROM webhooks.delivery x
-                            WHERE x.subscription_id = l.subscription_id AND x.status = 'pending' AND ${dueAt} IS NOT NULL
-                            ORDER BY ${dueAt}
-                            LIMIT $2) h) AS due_at
-             FROM unnest($1::uuid[]) AS l(subscription_id)
-         ) AS n
-        WHERE q.subscription_id = n.subscription_id`,
-    [rows.map((row) => row.subscription_id), REFRESH_HEAD],
+        SET scan_from = COALESCE((SELECT ${dueAt} ${pending} LIMIT 1), 'infinity'),
+            due_at = CASE WHEN q.subscription_id <> ALL ($2::uuid[]) THEN q.due_at ELSE (
+              SELECT CASE WHEN count(*) = 0 THEN 'infinity'::timestamptz
+                          ELSE LEAST(min(GREATEST(h.due, COALESCE(h.lease_expires_at, '-infinity'))),
+                                     CASE WHEN count(*) = $3 THEN max(h.due) END)
+                     END
+                FROM (SELECT ${dueAt} AS due, x.lease_expires_at ${pending} LIMIT $3) h) END
+      WHERE q.subscription_id = ANY ($1::uuid[])`,
+    [rows.map((row) => row.subscription_id), claim.drained, REFRESH_HEAD],
   );
 }
 
 /**
- * The CTEs (each led by a comma, to follow a WITH list) that bring forward the due_at of the
- * subscriptions in `source` (a CTE of the same statement with columns subscription_id and due_at,
- * one row per delivery made due): a missing row is made, and every row is held FOR KEY SHARE until
- * the transaction commits, so refreshDue cannot raise it past deliveries it does not see yet.
- * Rows that move are locked in subscription order, so two writers never deadlock; writers never
- * wait for one another otherwise (KEY SHARE locks do not conflict). Only rows whose due_at is
- * later than the new due time are written: on a busy subscription, already due, nothing is.
+ * The CTEs (each led by a comma, to follow a WITH list) that bring forward the due_at and scan_from
+ * of the subscriptions in `source`: a CTE of the same statement with one row per delivery made
+ * due, its subscription_id, due_at (when it may be claimed) and the column `scanAt` names (its own
+ * due time, for scan_from; due_at itself unless a lease holds it later). A missing row is made,
+ * and every row is held FOR KEY SHARE until the transaction commits, so refreshDue cannot move it
+ * past deliveries it does not see yet. Rows that move are locked in subscription order, so two
+ * writers never deadlock; writers never wait for one another otherwise (KEY SHARE locks do not
+ * conflict). Only rows that move are written: on a busy subscription, already due, none is.
  */
-export function bringDueForward(source: string): string {
+export function bringDueForward(source: string, scanAt = "due_at"): string {
   return `, due_new AS (
-       SELECT subscription_id, min(due_at) AS due_at FROM ${source}
+       SELECT subscription_id, min(due_at) AS due_at, min(${scanAt}) AS scan_at FROM ${source}
         WHERE due_at IS NOT NULL GROUP BY subscription_id
      ), due_made AS (
-       INSERT INTO webhooks.subscription_due (subscription_id, due_at)
-       SELECT subscription_id, due_at FROM due_new ORDER BY subscription_id
+       INSERT INTO webhooks.subscription_due (subscription_id, due_at, scan_from)
+       SELECT subscription_id, due_at, scan_at FROM due_new ORDER BY subscription_id
        ON CONFLICT (subscription_id) DO NOTHING
      ), due_held AS (
        SELECT q.subscription_id FROM webhooks.subscription_due q
@@ -197,11 +204,12 @@ export function bringDueForward(source: string): string {
           FOR KEY SHARE
      ), due_moving AS (
        SELECT q.subscription_id FROM webhooks.subscription_due q JOIN due_new n USING (subscription_id)
-        WHERE q.due_at > n.due_at AND (SELECT count(*) FROM due_held) >= 0
+        WHERE (q.due_at > n.due_at OR q.scan_from > n.scan_at) AND (SELECT count(*) FROM due_held) >= 0
         ORDER BY q.subscription_id
           FOR NO KEY UPDATE OF q
      ), due_moved AS (
-       UPDATE webhooks.subscription_due q SET due_at = LEAST(q.due_at, n.due_at)
+       UPDATE webhooks.subscription_due q
+          SET due_at = LEAST(q.due_at, n.due_at), scan_from = LEAST(q.scan_from, n.scan_at)
          FROM due_new n
         WHERE q.subscription_id = n.subscription_id AND q.subscription_id IN (SELECT subscription_id FROM due_moving)
      )`;

@@ -277,17 +277,17 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const plan = planClaim(slots, breaker.held.keys());
       // Every slot busy: a finishing attempt wakes the loop.
       if (!plan) return false;
-      const { claimed, drained } = await queue.claimDeliveries(db, {
+      const claim = await queue.claimDeliveries(db, {
         owner,
         leaseMs,
         perSubscription: slots.perSubscription,
         ...plan,
       });
-      const filled = noteClaim(slots, plan, claimed.length);
-      for (const row of claimed) start(row, record);
-      // Subscriptions found due with nothing to claim move on to when they next may have something,
-      // so the next claims and the sleep below look past them.
-      if (drained.length > 0) await db.transaction((tx) => queue.refreshDue(tx, drained));
+      const filled = noteClaim(slots, plan, claim.claimed.length);
+      for (const row of claim.claimed) start(row, record);
+      // The subscriptions looked at move on: the next claims read past what they just sent, and
+      // past those found with nothing to claim, as the sleep below does.
+      if (claim.visited.length > 0) await db.transaction((tx) => queue.refreshDue(tx, claim));
       if (filled) return true;
       // While attempts run, each one that finishes wakes the loop; idle, it sleeps until the next
       // scheduled attempt (or the poll, for other replicas' leases and caps).
