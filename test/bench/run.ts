@@ -13,6 +13,7 @@ const benchmarks: Record<string, () => Promise<Benchmark>> = {
   markers: () => import("./markers.js"),
   webhooks: () => import("./webhooks.js"),
   "unread-clients": () => import("./unread-clients.js"),
+  scale: () => import("./scale.js"),
 };
 
 async function usage(): Promise<string> {

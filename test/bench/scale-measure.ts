@@ -1,0 +1,200 @@
+// The scale benchmark's measurements, each on a running system and blind to whether its database is
+// empty or seeded: the delivery worker's claim and next-due statements timed as the worker runs
+// them, idle CPU by process, latency summaries, a held snapshot, and one delivery-log retention pass.
+// The worker's statements and the retention statement are being rewritten (issue 37): each is
+// called from one small function here (claimOnce, nextDueOnce, retentionBatch), the place to adjust.
+import pg from "pg";
+import { createPgDb } from "../../lib/db/db.js";
+import type { Db } from "../../lib/db/types.js";
+import { claimDeliveries, nextDueInMs } from "../../services/webhooks/delivery/queue-store.js";
+import { PER_SUBSCRIPTION_MAX } from "../../services/webhooks/delivery/worker.js";
+import { deleteDeliveriesExpired } from "../../services/webhooks/retention-store.js";
+import { type CpuGroup, cpuDelta, listProcesses, snapshotCpu } from "./proc.js";
+import { percentile } from "./stats.js";
+
+/** A latency summary in ms. */
+export type Summary = { n: number; p50: number; p99: number; max: number };
+
+export function summarize(samples: readonly number[]): Summary {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return {
+    n: sorted.length,
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
+    max: sorted.length ? (sorted[sorted.length - 1] as number) : Number.NaN,
+  };
+}
+
+/** Milliseconds since the epoch, sub-millisecond: the clock the receiver process stamps arrivals with. */
+export const nowMs = () => performance.timeOrigin + performance.now();
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The webhooks schema's pool, as the service opens it (createPgDb: jit off, named statements). */
+export function webhooksDb(databaseUrl: string): Db {
+  return createPgDb({ url: databaseUrl, schema: "webhooks", poolMax: 2, applicationName: "bench-scale" });
+}
+
+/** The delivery worker's claim parameters (worker.ts: lease = the 15 s attempt timeout + 10 s). */
+const CLAIM = { owner: "bench-scale-claim", leaseMs: 25_000, perSubscription: PER_SUBSCRIPTION_MAX, limit: 256 };
+
+/**
+ * One claim as the idle worker runs it (every slot free, nothing busy), timed around the statement
+ * alone, in a transaction rolled back: whatever it would lease goes back at once, so the bench
+ * never holds a delivery the worker should send.
+ */
+export async function claimOnce(db: Db): Promise<number> {
+  let ms = 0;
+  await db
+    .transaction(async (tx) => {
+      const started = performance.now();
+      await claimDeliveries(tx, { ...CLAIM, busy: new Map() });
+      ms = performance.now() - started;
+      throw rollback;
+    })
+    .catch((err: unknown) => {
+      if (err !== rollback) throw err;
+    });
+  return ms;
+}
+const rollback = new Error("rollback");
+
+/** The worker's read of when it next has an attempt due (it sleeps until then). */
+export async function nextDueOnce(db: Db): Promise<number> {
+  const started = performance.now();
+  await nextDueInMs(db);
+  return performance.now() - started;
+}
+
+/** Claims (and next-due reads) one after another until `count` or `maxMs`, `gapMs` apart. */
+export async function sampleClaims(
+  db: Db,
+  opts: { count: number; maxMs: number; gapMs: number },
+): Promise<{ claim: number[]; nextDue: number[] }> {
+  const claim: number[] = [];
+  const nextDue: number[] = [];
+  const until = performance.now() + opts.maxMs;
+  // The first of each warms the pool's connection and prepares the statements.
+  await claimOnce(db);
+  await nextDueOnce(db);
+  while (claim.length < opts.count && performance.now() < until) {
+    claim.push(await claimOnce(db));
+    nextDue.push(await nextDueOnce(db));
+    await sleep(opts.gapMs);
+  }
+  return { claim, nextDue };
+}
+
+/**
+ * `count` runs of `once` one after another, after `warmup` unmeasured ones; ms each. Stops early
+ * once `maxMs` passed (a read that takes seconds at this size), with 10 samples at least.
+ */
+export async function sequential(
+  count: number,
+  once: () => Promise<void>,
+  opts: { warmup?: number; maxMs?: number } = {},
+): Promise<number[]> {
+  for (let i = 0; i < (opts.warmup ?? 5); i++) await once();
+  const until = performance.now() + (opts.maxMs ?? Number.POSITIVE_INFINITY);
+  const samples: number[] = [];
+  while (samples.length < count && (samples.length < 10 || performance.now() < until)) {
+    const started = performance.now();
+    await once();
+    samples.push(performance.now() - started);
+  }
+  return samples;
+}
+
+/**
+ * The Postgres server's own processes (postmaster, checkpointer, writers, launchers): every
+ * postgres process that serves no database connection. Backends of other databases (other work on
+ * this shared server) are left out; the system's are counted by their database's name.
+ */
+export function postgresServerPids(): number[] {
+  return listProcesses()
+    .filter(
+      (p) =>
+        /\/bin\/postgres\s/.test(p.cmdline) ||
+        /^postgres: [^:]+: (checkpointer|background writer|walwriter|autovacuum launcher|logical replication launcher|stats collector|archiver)/.test(
+          p.cmdline,
+        ),
+    )
+    .map((p) => p.pid);
+}
+
+/** CPU of each group over `ms` of nothing asked of the system, as % of one core. */
+export async function idleCpuPct(groups: readonly CpuGroup[], ms: number): Promise<Record<string, number>> {
+  const before = snapshotCpu(groups);
+  await sleep(ms);
+  const delta = cpuDelta(before, snapshotCpu(groups));
+  return Object.fromEntries(
+    groups.map((g) => [g.label, (100 * (delta.byLabelMs[g.label] ?? 0)) / delta.elapsedMs] as const),
+  );
+}
+
+/**
+ * Runs `during` while a separate connection holds a REPEATABLE READ snapshot open (as a long
+ * analytics query does): nothing deleted or updated after it began can be pruned or vacuumed
+ * away meanwhile. Rolled back after `during` resolves.
+ */
+export async function withHeldSnapshot<T>(databaseUrl: string, during: () => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: databaseUrl, application_name: "bench-scale-snapshot" });
+  await client.connect();
+  try {
+    await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    await client.query("SELECT 1 FROM webhooks.delivery LIMIT 1");
+    return await during();
+  } finally {
+    await client.query("ROLLBACK").catch(() => {});
+    await client.end();
+  }
+}
+
+/** The retention pass's batch: what one statement deletes at most (log-retention.ts's default). */
+export const RETENTION_BATCH = 2_000;
+
+/** One statement of the delivery log's retention (retention-store.ts): the deliveries it deleted. */
+export function retentionBatch(db: Db, retentionMs: number): Promise<number> {
+  return deleteDeliveriesExpired(db, retentionMs, RETENTION_BATCH);
+}
+
+export type RetentionPass = {
+  deliveries: number;
+  statements: number;
+  totalMs: number;
+  /** Stopped at maxMs before the window was empty. */
+  cut: boolean;
+  perStatement: Summary;
+  /** ms per 1 000 deliveries deleted (with their attempts). */
+  msPer1000: number;
+};
+
+/**
+ * One retention pass: statements one after another until one deletes less than a batch (the window
+ * is empty), or until `maxMs` passed.
+ */
+export async function retentionPass(db: Db, retentionMs: number, maxMs: number): Promise<RetentionPass> {
+  const started = performance.now();
+  const perStatement: number[] = [];
+  let deliveries = 0;
+  let cut = false;
+  for (;;) {
+    const t = performance.now();
+    const n = await retentionBatch(db, retentionMs);
+    perStatement.push(performance.now() - t);
+    deliveries += n;
+    if (n < RETENTION_BATCH) break;
+    if (performance.now() - started > maxMs) {
+      cut = true;
+      break;
+    }
+  }
+  const totalMs = performance.now() - started;
+  return {
+    deliveries,
+    statements: perStatement.length,
+    totalMs,
+    cut,
+    perStatement: summarize(perStatement),
+    msPer1000: deliveries > 0 ? (1000 * totalMs) / deliveries : Number.NaN,
+  };
+}
