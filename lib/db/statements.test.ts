@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { testDbModes } from "./_testing.js";
-import { createStatementNames, isStalePreparedStatement } from "./statements.js";
+import { createStatementNames, isStalePreparedStatement, PLANNED_PER_CALL } from "./statements.js";
 
 describe("createStatementNames", () => {
   it("names each text once, a forgotten one anew, and none past the cap", () => {
@@ -16,9 +16,31 @@ describe("createStatementNames", () => {
     expect(again).toBeDefined();
     expect(again).not.toBe(a);
   });
+
+  it("names no statement led by PLANNED_PER_CALL: it is planned on every call", () => {
+    const names = createStatementNames();
+    expect(names.nameOf(`${PLANNED_PER_CALL} SELECT $1::int`)).toBeUndefined();
+    expect(names.nameOf("SELECT $1::int")).toBeDefined();
+  });
 });
 
 describe.each(testDbModes())("parameterised statements ($name)", ({ name, open }) => {
+  // Embedded mode sends every statement unnamed.
+  it.skipIf(name !== "postgres")(
+    "prepares a statement once per connection, but never one planned per call",
+    async () => {
+      await using testDb = await open("shop");
+      const prepared = await testDb.db.transaction(async (tx) => {
+        await tx.query("SELECT $1::int AS kept", [1]);
+        await tx.query(`${PLANNED_PER_CALL} SELECT $1::int AS each_call`, [1]);
+        const { rows } = await tx.query<{ statement: string }>("SELECT statement FROM pg_prepared_statements");
+        return rows.map((row) => row.statement);
+      });
+      expect(prepared.filter((text) => text.includes("AS kept"))).toHaveLength(1);
+      expect(prepared.filter((text) => text.includes("AS each_call"))).toEqual([]);
+    },
+  );
+
   it("keep answering, with the new columns, after their table changes shape", async () => {
     await using testDb = await open("shop");
     const { db } = testDb;

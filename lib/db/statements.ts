@@ -14,11 +14,22 @@ export type StatementNames = {
   forget(text: string): void;
 };
 
+/**
+ * Leads the text of a statement planned on every call (sent unnamed, never prepared): one whose
+ * best plan depends on its parameters, such as a list with optional filters over tenants of every
+ * size. Prepared, Postgres settles after five calls on a generic plan when it looks no dearer than
+ * the custom ones were; for the replays list at 200 000 replays of one tenant that plan read and
+ * sorted the tenant's whole list, 2.3 s for a first page the custom plan reads in 11 ms, on every
+ * connection whose first calls came from smaller tenants (npm run bench scale).
+ */
+export const PLANNED_PER_CALL = "/* planned per call */";
+
 export function createStatementNames(max = 1000): StatementNames {
   const names = new Map<string, string>();
   let issued = 0;
   return {
     nameOf(text) {
+      if (text.startsWith(PLANNED_PER_CALL)) return undefined;
       let name = names.get(text);
       if (name === undefined && names.size < max) {
         name = `s${++issued}`;

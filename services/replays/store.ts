@@ -5,6 +5,7 @@
 
 import type { OutgoingEvent } from "../../lib/bus/events.js";
 import { enqueue } from "../../lib/bus/outbox.js";
+import { PLANNED_PER_CALL } from "../../lib/db/statements.js";
 import type { Queryable, Tx } from "../../lib/db/types.js";
 import { insertBlobDeletion } from "./archive-store.js";
 import type { Pipeline, ReplayStatus, Visibility } from "./transitions.js";
@@ -194,8 +195,10 @@ export async function listReplaysByTenant(
   after: ReplayPosition | undefined,
   limit: number,
 ): Promise<ReplayListRow[]> {
+  // Planned per call: which index serves the page depends on the filters given and on the tenant's size.
   const { rows } = await q.query<ReplayListRow>(
-    `SELECT ${replayColumns},
+    `${PLANNED_PER_CALL}
+     SELECT ${replayColumns},
             to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_at
        FROM replays.replay
       WHERE tenant_id = $1
