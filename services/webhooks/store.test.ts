@@ -197,6 +197,29 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
     expect(await deliveries(b1)).toHaveLength(1);
   });
 
+  it("gives deliveries ids in the order they were made (UUID version 7), so a day's log is neighbours in its keys", async () => {
+    const tenantId = randomUUID();
+    const subscriptionId = await subscribe(tenantId, ["asset.ready"]);
+    for (let i = 0; i < 5; i++) {
+      await db.transaction((tx) =>
+        store.insertDeliveries(tx, [
+          { tenantId, eventId: randomUUID(), event: "asset.ready", body: `${i}`, firstAttemptAt: new Date() },
+        ]),
+      );
+      // The next one a millisecond later at least, by the database's clock: the ids' time part orders them.
+      const ms = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint::text AS ms";
+      const made = (await db.query<{ ms: string }>(ms)).rows[0]?.ms;
+      while ((await db.query<{ ms: string }>(ms)).rows[0]?.ms === made);
+    }
+    const { rows } = await db.query<{ delivery_id: string; body: string }>(
+      "SELECT delivery_id, body FROM webhooks.delivery WHERE subscription_id = $1 ORDER BY delivery_id",
+      [subscriptionId],
+    );
+    expect(rows.map((r) => r.body)).toEqual(["0", "1", "2", "3", "4"]);
+    for (const { delivery_id } of rows)
+      expect(delivery_id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+
   // Embedded mode sends unnamed statements: nothing is cached there to plan again or not.
   it.skipIf(name !== "postgres")(
     "plans the worker's batch statements once: each settles on its generic plan on a backlog, whatever the batch sizes",

@@ -1,3 +1,4 @@
+import { PLANNED_PER_CALL } from "../../lib/db/statements.js";
 import type { Queryable, Tx } from "../../lib/db/types.js";
 import { bringDueForward, type ClaimedDelivery } from "./delivery/queue-store.js";
 
@@ -137,7 +138,7 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
        INSERT INTO webhooks.delivery
               (delivery_id, tenant_id, subscription_id, event_id, event, body, status, next_attempt_at,
                attempt_count, lease_owner, lease_expires_at, traceparent)
-       SELECT gen_random_uuid(), c.tenant_id, c.subscription_id, c.event_id, c.event, c.body, 'pending',
+       SELECT webhooks.uuid7(), c.tenant_id, c.subscription_id, c.event_id, c.event, c.body, 'pending',
               c.first_attempt_at, c.leased::int,
               CASE WHEN c.leased THEN $8::text END,
               CASE WHEN c.leased THEN now() + $9::int * interval '1 millisecond' END,
@@ -223,8 +224,10 @@ export async function listDeliveries(
   after: DeliveryPosition | undefined,
   limit: number,
 ): Promise<(DeliveryRow & { position_at: string })[]> {
+  // Planned per call: a generic plan read a big subscription's whole log to sort it (npm run bench scale).
   const { rows } = await q.query<DeliveryRow & { position_at: string }>(
-    `SELECT ${deliveryColumns},
+    `${PLANNED_PER_CALL}
+     SELECT ${deliveryColumns},
             to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_at
        FROM webhooks.delivery
       WHERE subscription_id = $1 AND tenant_id = $2

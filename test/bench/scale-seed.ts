@@ -13,7 +13,7 @@
 import pg from "pg";
 
 /** Bump when the seeding SQL changes what a seeded database holds: the next run seeds anew. */
-export const SEED_VERSION = 1;
+export const SEED_VERSION = 2;
 export const SEED_DATABASE = "replay_bench_scale";
 /** How far back the deliveries go; the oldest of these days is the retention pass's. */
 export const DELIVERY_DAYS = 30;
@@ -128,6 +128,13 @@ export async function createBenchSchema(client: pg.Client): Promise<void> {
       LANGUAGE sql IMMUTABLE PARALLEL SAFE
       -- One expression with no FROM, so that the planner inlines it (a call each costs ~40 µs).
       AS $$ SELECT overlay(overlay(md5(kind || n::text) PLACING '4' FROM 13) PLACING '8' FROM 17)::uuid $$;
+    -- A version 7 UUID with the time \`at\` and the rest derived from (kind, n), as the fan-out
+    -- makes delivery ids (webhooks.uuid7, in time order): the same row gets the same id again.
+    CREATE OR REPLACE FUNCTION bench_scale.uuid7(kind text, n bigint, at timestamptz) RETURNS uuid
+      LANGUAGE sql IMMUTABLE PARALLEL SAFE
+      AS $$ SELECT overlay(overlay(overlay(md5(kind || n::text)
+                     PLACING lpad(to_hex((extract(epoch FROM at) * 1000)::bigint), 12, '0') FROM 1)
+                     PLACING '7' FROM 13) PLACING '8' FROM 17)::uuid $$;
     CREATE TABLE IF NOT EXISTS bench_scale.seed (
       scale numeric NOT NULL,
       seed_version integer NOT NULL,
@@ -286,7 +293,7 @@ export async function seedDeliveries(client: pg.Client, size: SeedSize, at: Date
        INSERT INTO webhooks.delivery
               (delivery_id, tenant_id, subscription_id, event_id, event, body, status, retry_count, attempt_count,
                automatic_attempts, manual_queued, last_status_code, last_error, next_attempt_at, created_at, updated_at)
-       SELECT bench_scale.uuid4('d', i), tenant_id, bench_scale.uuid4('s', sub), event_id, event,
+       SELECT bench_scale.uuid7('d', i, created_at), tenant_id, bench_scale.uuid4('s', sub), event_id, event,
               '{"event_id":"' || event_id || '","event":"' || event || '","created_at":"'
                 || to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '","tenant_id":"'
                 || tenant_id || '","data":{"collection":{"id":"' || bench_scale.uuid4('r', i) || '","replay_id":"'
