@@ -1,12 +1,21 @@
 import { describe, expect, it } from "vitest";
 import { DomainError } from "./errors.js";
-import { isUuid, parseUuid, parseUuidV4 } from "./ids.js";
+import { isUuid, newTimeOrderedId, parseUuid, parseUuidV4 } from "./ids.js";
 
 const v4 = "3F2504E0-4F89-41D3-9A0C-0305E82C3301";
 const v7 = "01890a5d-ac96-774b-bcce-b302099a8057";
 const v1 = "c232ab00-9414-11ec-b3c8-9f6bdeced846";
 
 describe("ids", () => {
+  it("newTimeOrderedId makes version 7 UUIDs that sort in the order of their milliseconds", () => {
+    const at = Date.UTC(2026, 11, 1, 22, 37);
+    const ids = [at, at + 1, at + 1_000, at + 86_400_000].map((ms) => newTimeOrderedId(ms));
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect([...ids].sort()).toEqual(ids);
+    expect(ids[0]?.replaceAll("-", "").slice(0, 12)).toBe(at.toString(16).padStart(12, "0"));
+    expect(newTimeOrderedId(at)).not.toBe(newTimeOrderedId(at));
+  });
+
   it.each([
     ["a v4 in upper case", v4, true],
     ["a v7", v7, true],

@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { DomainError, type ErrorCode } from "./errors.js";
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -8,6 +8,22 @@ const uuidV4Pattern = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[
 /** A fresh random (version 4) UUID, lower case. */
 export function newId(): string {
   return randomUUID();
+}
+
+/**
+ * A fresh time-ordered (version 7, RFC 9562) UUID, lower case: the Unix time in milliseconds, then
+ * random bits. For rows inserted at a high rate into a table that keeps months of them: a new key
+ * lands at the end of its primary key instead of on a random page of an index larger than memory
+ * (marker creates on 5 000 000 markers, npm run bench scale). Not for the replay routes' ids, which
+ * the contract makes version 4.
+ */
+export function newTimeOrderedId(now = Date.now()): string {
+  const bytes = randomBytes(16);
+  bytes.writeUIntBE(now, 0, 6);
+  bytes[6] = 0x70 | ((bytes[6] ?? 0) & 0x0f);
+  bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f);
+  const hex = bytes.toString("hex");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 /** True for a UUID of any version in the canonical 8-4-4-4-12 form, either case. */

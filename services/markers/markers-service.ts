@@ -5,7 +5,7 @@ import { createBatcher } from "../../lib/db/batch.js";
 import { isDataException } from "../../lib/db/errors.js";
 import type { Db, Queryable } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
-import { newId } from "../../lib/ids.js";
+import { newTimeOrderedId } from "../../lib/ids.js";
 import { requireTenant } from "../../lib/rpc/context.js";
 import { MARKERS_PER_REPLAY, type MarkerInput, parseMarkerId, parseMarkerInput, parseReplayId } from "./marker.js";
 import type { BatchOutcome, MarkerRow, NewMarker } from "./store.js";
@@ -112,7 +112,7 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
     const { target, tick, label, category, colour, icon, actor } = input;
     const serverId = target.serverId ?? null;
     const replayId = target.replayId ?? (await resolveServerTarget(q, tenantId, target.serverId as string));
-    const markerId = newId();
+    const markerId = newTimeOrderedId();
     const createdAt = deps.now();
     const marker: NewMarker = {
       tick,
