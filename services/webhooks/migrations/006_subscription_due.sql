@@ -7,10 +7,10 @@
 -- due time, or its lease's end while another attempt holds it). 'infinity': nothing pending. A row
 -- is made by the first delivery of its subscription and goes with the subscription. Every write
 -- that makes a delivery due sooner (a fan-out, an attempt that failed with a retry scheduled, a
--- manual replay) lowers `due_at` in its own transaction, holding the row FOR KEY SHARE until it
--- commits; only the claim raises it (queue-store.ts refreshDue), from a fresh snapshot, on rows it
--- could lock FOR UPDATE SKIP LOCKED: so a raise never misses a delivery committed, or about to be,
--- by a writer (see refreshDue), and writers never wait for one another.
+-- manual replay) lowers `due_at` in its own transaction, holding the subscription's due lock
+-- (queue-store.ts DUE_LOCK) until it commits; only the claim raises it (refreshDue), from a fresh
+-- snapshot, where it could take that lock: so a raise never misses a delivery committed, or about
+-- to be, by a writer, and writers never wait for one another.
 CREATE TABLE webhooks.subscription_due (
   subscription_id uuid PRIMARY KEY REFERENCES webhooks.subscription ON DELETE CASCADE,
   due_at timestamptz NOT NULL
