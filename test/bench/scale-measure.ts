@@ -1,7 +1,7 @@
 // The scale benchmark's measurements, each on a running system and blind to whether its database is
 // empty or seeded: the delivery worker's claim and next-due statements timed as the worker runs
 // them, idle CPU by process, latency summaries, a held snapshot, and one delivery-log retention pass.
-// The worker's statements and the retention statement are being rewritten (issue 37): each is
+// The worker's statements and the retention statement: each is
 // called from one small function here (claimOnce, nextDueOnce, retentionBatch), the place to adjust.
 import pg from "pg";
 import { createPgDb } from "../../lib/db/db.js";

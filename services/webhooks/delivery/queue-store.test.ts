@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type TestDb, testDbModes } from "../../../lib/db/_testing.js";
 import type { Db, Queryable, QueryResult } from "../../../lib/db/types.js";
+import { pollUntil } from "../../../test/poll.js";
 import * as store from "../store.js";
 import * as queue from "./queue-store.js";
 
@@ -206,6 +207,54 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
     expect(new Date((await dueAt(subscriptionId)) ?? "").getTime()).toBeLessThanOrEqual(Date.now());
     expect((await claim()).map((d) => d.delivery_id)).toContain(leased[0]?.delivery_id);
   });
+
+  // Two transactions at once: one connection (embedded) runs them one after the other.
+  it.skipIf(name !== "postgres")(
+    "brings a subscription forward past a refresh that committed while the write waited for it",
+    async () => {
+      const { tenantId, subscriptionId } = await subscribe();
+      await db.query(
+        "UPDATE webhooks.subscription_due SET due_at = now() - interval '1 second' WHERE subscription_id = $1",
+        [subscriptionId],
+      );
+      // A claim's refresh, nothing pending: it moves the subscription to 'infinity' and holds its
+      // due lock until it commits.
+      let commit = () => {};
+      const committing = new Promise<void>((resolve) => {
+        commit = resolve;
+      });
+      let refreshed = () => {};
+      const refreshedOnce = new Promise<void>((resolve) => {
+        refreshed = resolve;
+      });
+      const refresh = db.transaction(async (tx) => {
+        await queue.refreshDue(tx, { visited: [subscriptionId], drained: [subscriptionId] });
+        refreshed();
+        await committing;
+      });
+      await refreshedOnce;
+      // A fan-out starts now, from a snapshot that still shows the subscription due a second ago,
+      // and waits for the due lock.
+      const firstAttemptAt = new Date();
+      const writing = fanOut(tenantId, firstAttemptAt);
+      await pollUntil(
+        async () =>
+          (
+            await db.query<{ n: number }>(
+              "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+            )
+          ).rows[0]?.n ?? 0,
+        (waiting) => waiting > 0,
+        30_000,
+      );
+      commit();
+      await refresh;
+      await writing;
+      // It read the row anew once it had the lock: brought forward from 'infinity' to its delivery.
+      expect(new Date((await dueAt(subscriptionId)) ?? "").getTime()).toBe(firstAttemptAt.getTime());
+      expect((await claim()).map((d) => d.subscription_id)).toContain(subscriptionId);
+    },
+  );
 
   // A snapshot held open (an analytics query) keeps every sent delivery's index entry alive; the
   // embedded database's one connection cannot hold one beside the claims.

@@ -181,11 +181,12 @@ export async function refreshDue(tx: Tx, claim: Pick<Claim, "visited" | "drained
 /**
  * The class of the advisory locks that keep refreshDue from moving a subscription on past a
  * delivery a writer has not committed yet: writers hold the subscription's lock shared until they
- * commit, refreshDue takes it exclusively where it can. An advisory lock lives in the lock table
- * only: a row lock (FOR KEY SHARE) on the same subscription_due rows, taken by every fan-out, made
- * concurrent fan-outs share their rows' locks through MultiXacts, and the fan-out's statement cost
- * 241 µs a delivery against 160 without those locks (pg_stat_statements, npm run bench webhooks).
- * Two subscriptions whose ids hash alike share a lock: a refresh skipped, a writer waiting a moment.
+ * commit (migration 010's bring_due_forward), refreshDue takes it exclusively where it can. An
+ * advisory lock lives in the lock table only: a row lock (FOR KEY SHARE) on the same
+ * subscription_due rows, taken by every fan-out, made concurrent fan-outs share their rows' locks
+ * through MultiXacts, and the fan-out's statement cost 241 µs a delivery against 160 without those
+ * locks (pg_stat_statements, npm run bench webhooks). Two subscriptions whose ids hash alike share
+ * a lock: a refresh skipped, a writer waiting a moment.
  */
 const DUE_LOCK = "hashtext('webhooks.subscription_due')";
 
@@ -193,34 +194,22 @@ const DUE_LOCK = "hashtext('webhooks.subscription_due')";
  * The CTEs (each led by a comma, to follow a WITH list) that bring forward the due_at and scan_from
  * of the subscriptions in `source`: a CTE of the same statement with one row per delivery made
  * due, its subscription_id, due_at (when it may be claimed) and the column `scanAt` names (its own
- * due time, for scan_from; due_at itself unless a lease holds it later). A missing row is made,
- * and each subscription's due lock (DUE_LOCK) is held shared until the transaction commits, so
- * refreshDue cannot move it past deliveries it does not see yet. Rows that move are locked in
- * subscription order, so two writers never deadlock; writers never wait for one another otherwise
- * (shared locks do not conflict). Only rows that move are written: on a busy subscription, already
- * due, none is.
+ * due time, for scan_from; due_at itself unless a lease holds it later). The function
+ * webhooks.bring_due_forward (migration 010) takes each subscription's due lock (DUE_LOCK) shared,
+ * held until the transaction commits so that refreshDue cannot move the row past deliveries it
+ * does not see yet, then reads each row anew and brings it forward (a missing one is made). It is
+ * called from an INSERT, which always runs to completion (it inserts nothing itself).
  */
 export function bringDueForward(source: string, scanAt = "due_at"): string {
   return `, due_new AS (
        SELECT subscription_id, min(due_at) AS due_at, min(${scanAt}) AS scan_at FROM ${source}
         WHERE due_at IS NOT NULL GROUP BY subscription_id
-     ), due_made AS (
-       INSERT INTO webhooks.subscription_due (subscription_id, due_at, scan_from)
-       SELECT subscription_id, due_at, scan_at FROM due_new ORDER BY subscription_id
-       ON CONFLICT (subscription_id) DO NOTHING
-     ), due_held AS (
-       SELECT pg_advisory_xact_lock_shared(${DUE_LOCK}, hashtext(subscription_id::text)) FROM due_new
-     ), due_moving AS (
-       SELECT q.subscription_id FROM webhooks.subscription_due q JOIN due_new n USING (subscription_id)
-        WHERE (q.due_at > n.due_at OR q.scan_from > n.scan_at) AND (SELECT count(*) FROM due_held) >= 0
-        ORDER BY q.subscription_id
-          FOR NO KEY UPDATE OF q
      ), due_moved AS (
-       UPDATE webhooks.subscription_due q
-          SET due_at = LEAST(q.due_at, n.due_at), scan_from = LEAST(q.scan_from, n.scan_at)
-         FROM due_new n
-        WHERE q.subscription_id = n.subscription_id AND q.subscription_id IN (SELECT subscription_id FROM due_moving)
-          AND (SELECT count(*) FROM due_held) >= 0
+       INSERT INTO webhooks.subscription_due
+       SELECT * FROM webhooks.bring_due_forward(
+         (SELECT array_agg(subscription_id ORDER BY subscription_id) FROM due_new),
+         (SELECT array_agg(due_at ORDER BY subscription_id) FROM due_new),
+         (SELECT array_agg(scan_at ORDER BY subscription_id) FROM due_new))
      )`;
 }
 

@@ -136,6 +136,9 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         log.warn({ err: String(err), attempts: records.length }, "recording attempts lost its connection; once more");
         return write();
       });
+      // A retry scheduled: the worker's sleep is reckoned anew (a claim moves the subscription to
+      // the retry's time), else it would wait for its idle poll.
+      if (records.some((r) => r.nextAttemptAt !== null)) nudge();
       return records.map(() => undefined);
     },
     maxBatch: 256,
