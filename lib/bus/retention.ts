@@ -26,24 +26,16 @@ type Table = keyof PruneResult;
 // Each batch is one statement outside any transaction, so it commits on its own: no snapshot or row lock
 // outlives a batch, however large the backlog. The oldest rows go first, read off the indexes of
 // bus/003_retention_indexes.sql. An unpublished outbox row (published_at null) never matches.
-async function deleteOutboxPublishedBefore(db: Db, windowMs: number, limit: number): Promise<number> {
-  const { rowCount } = await db.query(
-    `DELETE FROM ${db.schema}.outbox WHERE ctid IN (
-       SELECT ctid FROM ${db.schema}.outbox
-        WHERE published_at < now() - $1 * interval '1 millisecond'
-        ORDER BY published_at
-        LIMIT $2)`,
-    [windowMs, limit],
-  );
-  return rowCount;
-}
+/** Each table's time column, oldest first off its index; constants, never input. */
+const agedBy: Record<Table, string> = { outbox: "published_at", inbox: "processed_at" };
 
-async function deleteInboxProcessedBefore(db: Db, windowMs: number, limit: number): Promise<number> {
+async function deleteOlderThan(db: Db, table: Table, windowMs: number, limit: number): Promise<number> {
+  const column = agedBy[table];
   const { rowCount } = await db.query(
-    `DELETE FROM ${db.schema}.inbox WHERE ctid IN (
-       SELECT ctid FROM ${db.schema}.inbox
-        WHERE processed_at < now() - $1 * interval '1 millisecond'
-        ORDER BY processed_at
+    `DELETE FROM ${db.schema}.${table} WHERE ctid IN (
+       SELECT ctid FROM ${db.schema}.${table}
+        WHERE ${column} < now() - $1 * interval '1 millisecond'
+        ORDER BY ${column}
         LIMIT $2)`,
     [windowMs, limit],
   );
@@ -58,10 +50,7 @@ type Pass = { result: PruneResult; step(): Promise<boolean> };
  */
 function startPass(db: Db, windows: RetentionWindows, batchSize: number): Pass {
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new Error(`retention batch size ${batchSize}`);
-  const deletes: Record<Table, (limit: number) => Promise<number>> = {
-    outbox: (limit) => deleteOutboxPublishedBefore(db, windows.eventsMs, limit),
-    inbox: (limit) => deleteInboxProcessedBefore(db, windows.inboxMs, limit),
-  };
+  const windowOf: Record<Table, number> = { outbox: windows.eventsMs, inbox: windows.inboxMs };
   const result: PruneResult = {
     outbox: { rows: 0, statements: 0, rowsPerStatementMax: 0 },
     inbox: { rows: 0, statements: 0, rowsPerStatementMax: 0 },
@@ -71,7 +60,7 @@ function startPass(db: Db, windows: RetentionWindows, batchSize: number): Pass {
     result,
     async step() {
       for (const table of [...pending]) {
-        const rows = await deletes[table](batchSize);
+        const rows = await deleteOlderThan(db, table, windowOf[table], batchSize);
         const steps = result[table];
         steps.rows += rows;
         steps.statements++;

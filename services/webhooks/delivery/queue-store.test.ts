@@ -33,6 +33,15 @@ function countingBuffers(q: Queryable): Queryable & { blocks: number } {
   return counting;
 }
 
+/** A promise and what opens it: a test holds a transaction open on it until it says so. */
+function latch(): { open: () => void; opened: Promise<void> } {
+  let open = () => {};
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { open, opened };
+}
+
 describe.each(testDbModes())("delivery queue ($name database)", ({ name, open }) => {
   let testDb: TestDb;
   let db: Db;
@@ -66,6 +75,11 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
     );
     return rows[0]?.due_at;
   };
+  /** Due a second ago with nothing pending, as after a delivery that succeeded since. */
+  const dueASecondAgo = (subscriptionId: string) =>
+    db.query("UPDATE webhooks.subscription_due SET due_at = now() - interval '1 second' WHERE subscription_id = $1", [
+      subscriptionId,
+    ]);
   /** A claim as the worker makes it: the statement, then the drained subscriptions moved on. */
   const claim = async (options: Partial<typeof claimOptions> = {}) => {
     const found = await queue.claimDeliveries(db, { ...claimOptions, ...options });
@@ -213,20 +227,11 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
     "brings a subscription forward past a refresh that committed while the write waited for it",
     async () => {
       const { tenantId, subscriptionId } = await subscribe();
-      await db.query(
-        "UPDATE webhooks.subscription_due SET due_at = now() - interval '1 second' WHERE subscription_id = $1",
-        [subscriptionId],
-      );
+      await dueASecondAgo(subscriptionId);
       // A claim's refresh, nothing pending: it moves the subscription to 'infinity' and holds its
       // due lock until it commits.
-      let commit = () => {};
-      const committing = new Promise<void>((resolve) => {
-        commit = resolve;
-      });
-      let refreshed = () => {};
-      const refreshedOnce = new Promise<void>((resolve) => {
-        refreshed = resolve;
-      });
+      const { open: commit, opened: committing } = latch();
+      const { open: refreshed, opened: refreshedOnce } = latch();
       const refresh = db.transaction(async (tx) => {
         await queue.refreshDue(tx, { visited: [subscriptionId], drained: [subscriptionId] });
         refreshed();
@@ -274,14 +279,8 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
           })),
         ),
       );
-      let release = () => {};
-      const released = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      let held = () => {};
-      const holding = new Promise<void>((resolve) => {
-        held = resolve;
-      });
+      const { open: release, opened: released } = latch();
+      const { open: held, opened: holding } = latch();
       const snapshot = db.transaction(async (tx) => {
         await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
         await tx.query("SELECT count(*) FROM webhooks.delivery");
@@ -316,18 +315,9 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
       const { tenantId, subscriptionId } = await subscribe();
       // Due a second ago with nothing pending (a delivery that succeeded since): a writer adding a
       // delivery due later moves nothing, it only holds the row until it commits.
-      await db.query(
-        "UPDATE webhooks.subscription_due SET due_at = now() - interval '1 second' WHERE subscription_id = $1",
-        [subscriptionId],
-      );
-      let commit = () => {};
-      const committing = new Promise<void>((resolve) => {
-        commit = resolve;
-      });
-      let inserted = () => {};
-      const insertedOnce = new Promise<void>((resolve) => {
-        inserted = resolve;
-      });
+      await dueASecondAgo(subscriptionId);
+      const { open: commit, opened: committing } = latch();
+      const { open: inserted, opened: insertedOnce } = latch();
       const writer = db.transaction(async (tx) => {
         await store.insertDeliveries(tx, [
           { tenantId, eventId: randomUUID(), event: "asset.ready", body: "{}", firstAttemptAt: new Date() },

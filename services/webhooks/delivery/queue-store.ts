@@ -120,15 +120,15 @@ export async function claimDeliveries(
        FROM ready r`,
     [claim.owner, claim.leaseMs, claim.perSubscription, claim.limit, [...claim.busy.keys()], [...claim.busy.values()]],
   );
-  const claim_: Claim = { claimed: [], visited: [], drained: [] };
+  const found: Claim = { claimed: [], visited: [], drained: [] };
   for (const { drained, ...row } of rows) {
-    if (drained === null) claim_.claimed.push(row);
+    if (drained === null) found.claimed.push(row);
     else {
-      claim_.visited.push(row.subscription_id);
-      if (drained) claim_.drained.push(row.subscription_id);
+      found.visited.push(row.subscription_id);
+      if (drained) found.drained.push(row.subscription_id);
     }
   }
-  return claim_;
+  return found;
 }
 
 /**
