@@ -124,21 +124,34 @@ function onParentExit(fn: () => void): void {
 async function startAll(config: Config, platform: Platform): Promise<Running[]> {
   // Each service on its own loopback port (MARKERS_PORT, ...: fixed by default, so that a gRPC
   // client can call it straight, not through the gateway's forwarder); the gateway is told where.
+  // The services look each other and the gateway up (lib/rpc/peers.ts) where these say at the time
+  // of each call: filled in once each listens, before the gateway lets a request in.
+  const serviceUrls = { ...config.serviceUrls };
+  let gatewayInternalUrl = config.gateway.internalUrl;
+  const gatewayConfig = {
+    replicas: config.gateway.replicas,
+    get internalUrl() {
+      return gatewayInternalUrl;
+    },
+  };
   const started = await Promise.all(
     serviceNames.map((service) =>
       services[service](
         {
           ...config,
+          serviceUrls,
+          gateway: gatewayConfig,
           http: { ...config.http, port: config.http.servicePorts[service], internalHost: EMBEDDED_SERVICE_HOST },
         },
         platform,
       ),
     ),
   );
-  const serviceUrls = Object.fromEntries(
-    serviceNames.map((service, i) => [service, started[i]?.url as string]),
-  ) as Record<(typeof serviceNames)[number], string>;
+  serviceNames.forEach((service, i) => {
+    serviceUrls[service] = started[i]?.url as string;
+  });
   const gateway = await startGateway({ ...config, serviceUrls }, platform);
+  gatewayInternalUrl = gateway.internalUrl;
   process.stderr.write(
     `\nreplay service (${config.db.url ? "Postgres" : "embedded Postgres"}, ${config.bus.natsUrl ? "NATS" : "in-process bus"})\n`,
   );

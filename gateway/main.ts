@@ -2,6 +2,7 @@ import type { AddressInfo } from "node:net";
 import { type Client, createClient } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.js";
 import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
+import { TenantLookupService } from "../gen/replay/identity/v1/lookup_pb.js";
 import { MarkersService } from "../gen/replay/markers/v1/markers_pb.js";
 import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
 import { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
@@ -25,6 +26,7 @@ import { createAuthenticator } from "./auth/authenticate.js";
 import { createKeyCache } from "./auth/key-cache.js";
 import { forwardService } from "./forward.js";
 import { createIdentityAdminService } from "./identity/admin-service.js";
+import { createTenantLookupService } from "./identity/lookup-service.js";
 import { countTenants, deleteNoncesExpired } from "./identity/store.js";
 import { createRateLimiter } from "./rate-limit.js";
 import { publicRoutes } from "./routes/table.js";
@@ -129,6 +131,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
     isReady,
     routes(router) {
       router.service(IdentityAdminService, createIdentityAdminService({ db, keyCache, servers, replays }));
+      router.service(TenantLookupService, createTenantLookupService({ db }));
       router.service(ServersService, forwardService(ServersService, servers));
       router.service(
         RecorderService,

@@ -56,7 +56,11 @@ export type Config = Readonly<{
    */
   bus: Readonly<{ natsUrl: string | undefined; namespace: string | undefined; streamReplicas: number }>;
   serviceUrls: Readonly<Record<ServiceName, string>>;
-  gateway: Readonly<{ replicas: number }>;
+  /**
+   * `internalUrl` (GATEWAY_INTERNAL_URL): where the services reach the gateway's internal port for
+   * the lookups of what it owns (tenants' plans).
+   */
+  gateway: Readonly<{ replicas: number; internalUrl: string }>;
   /** How long events stay replayable (streams' max age, published outbox rows) and consumers remember them. */
   events: Readonly<{ retentionMs: number; inboxRetentionMs: number }>;
   webhooks: Readonly<{
@@ -309,7 +313,10 @@ export function loadConfig(
     },
     bus: { natsUrl, namespace, streamReplicas: integer("NATS_STREAM_REPLICAS", 1, 1, 5) },
     serviceUrls,
-    gateway: { replicas: integer("GATEWAY_REPLICAS", 1, 1, 1000) },
+    gateway: {
+      replicas: integer("GATEWAY_REPLICAS", 1, 1, 1000),
+      internalUrl: url("GATEWAY_INTERNAL_URL", ["http:", "https:"]) ?? `http://127.0.0.1:${internalPort}`,
+    },
     events: { retentionMs: eventRetentionMs, inboxRetentionMs },
     webhooks: {
       delivery: delivery !== "off",

@@ -10,6 +10,7 @@ import { type Migration, migrate, readMigrations } from "./db/migrate.js";
 import type { Db } from "./db/types.js";
 import { watchOutbox } from "./metrics.js";
 import type { Platform } from "./platform.js";
+import { createPeers, type Peers } from "./rpc/peers.js";
 import { createRpcServer } from "./rpc/server.js";
 import { whenReachable } from "./startup-wait.js";
 import { DRAIN_MS, startWorker, type WorkerSpec } from "./worker/worker.js";
@@ -28,7 +29,15 @@ export function msUntil(deadline: number): number {
 }
 
 /** What a service is built from: its schema's database, the bus, the blob store, the configuration and the clock. */
-export type ServiceDeps = { db: Db; bus: Bus; blobs: BlobStore; config: Config; now: () => Date };
+export type ServiceDeps = {
+  db: Db;
+  bus: Bus;
+  blobs: BlobStore;
+  config: Config;
+  now: () => Date;
+  /** Clients of the other services, for lookups of what they own. */
+  peers: Peers;
+};
 
 /** What a service is made of: its RPC services, its consumers of others' events, its background workers. */
 export type ServiceParts = {
@@ -93,7 +102,11 @@ export async function startService(spec: ServiceSpec, config: Config, platform: 
   const schema = await openSchema(spec.name, await schemaMigrations(spec.name, spec.migrationsDir), config, platform);
   const db = schema.db;
   const now = () => new Date();
-  const parts = await spec.setup({ db, bus: platform.bus, blobs: platform.blobs, config, now });
+  const peers = createPeers(
+    (owner) => (owner === "gateway" ? config.gateway.internalUrl : config.serviceUrls[owner]),
+    config.internal.token,
+  );
+  const parts = await spec.setup({ db, bus: platform.bus, blobs: platform.blobs, config, now, peers });
   const consumerDeps = { db, bus: platform.bus, inboxMs: config.events.inboxRetentionMs, now };
   const stopConsumers = await Promise.all((parts.consumers ?? []).map((c) => startConsumer(consumerDeps, c)));
   const workers = (parts.workers ?? []).map((worker) => startWorker(worker));
@@ -118,7 +131,7 @@ export async function startService(spec: ServiceSpec, config: Config, platform: 
         ...workers.map((worker) => worker.stop(msUntil(deadline))),
       ]);
       await schema.stop(msUntil(deadline));
-      await db.close();
+      await Promise.all([db.close(), peers.close()]);
     },
   };
 }

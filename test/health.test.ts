@@ -3,9 +3,12 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "../gen/grpc/health/v1/health_pb.js";
 import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
+import { TenantLookupService } from "../gen/replay/identity/v1/lookup_pb.js";
 import { MarkersService } from "../gen/replay/markers/v1/markers_pb.js";
+import { ReplayLookupService } from "../gen/replay/replays/v1/lookup_pb.js";
 import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
 import { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
+import { ServerLookupService } from "../gen/replay/servers/v1/lookup_pb.js";
 import { RecorderService } from "../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
 import { WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
@@ -19,9 +22,19 @@ const served: Record<string, string[]> = {
   replays: [ReplaysService.typeName, RecordingService.typeName, Health.typeName],
   webhooks: [WebhooksService.typeName, Health.typeName],
 };
+// The lookups the services make of each other (docs/architecture.md "Owners' answers"), on their own ports only.
+const lookups: Record<string, string[]> = {
+  servers: [ServerLookupService.typeName],
+  replays: [ReplayLookupService.typeName],
+};
 
-// The gateway's internal port serves the admin API and forwards every service's own.
-const gatewayServed = [IdentityAdminService.typeName, ...new Set(Object.values(served).flat())];
+// The gateway's internal port serves the admin API and the plan lookup, and forwards every
+// service's own but the lookups.
+const gatewayServed = [
+  IdentityAdminService.typeName,
+  TenantLookupService.typeName,
+  ...new Set(Object.values(served).flat()),
+];
 
 describe.each(sharedSystems())("grpc.health.v1 on the gateway's internal port ($mode mode)", (sys) => {
   it("answers SERVING for every service the port serves, forwarded ones included", async () => {
@@ -44,7 +57,8 @@ describe.each(sharedSystems())("grpc.health.v1 on every service ($mode mode)", (
   const serviceUrls = sys.ownServiceUrls;
 
   it("answers SERVING for the process and for each service it serves, over the gRPC protocol", async () => {
-    for (const [name, services] of Object.entries(served)) {
+    for (const [name, forwarded] of Object.entries(served)) {
+      const services = [...forwarded, ...(lookups[name] ?? [])];
       const health = createClient(Health, createGrpcTransport({ baseUrl: serviceUrls[name] as string }));
       for (const service of ["", ...services]) {
         expect((await health.check({ service })).status, `${name} ${service}`).toBe(Status.SERVING);

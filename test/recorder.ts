@@ -1,7 +1,7 @@
 import * as http2 from "node:http2";
 import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { ConnectError, createClient } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import {
@@ -19,7 +19,6 @@ import {
 } from "../gen/replay/servers/v1/recorder_pb.js";
 import { internalTokenHeaders } from "../lib/rpc/internal-token.js";
 import { send } from "./http.js";
-import { pollUntil } from "./poll.js";
 
 export type CheckInOptions = { pluginVersion?: string; at?: Date; token?: string };
 
@@ -109,8 +108,7 @@ export function grpcUploadArchive(
 
 /**
  * A server created through the public API (with `auth`'s headers), connected by a stock gRPC
- * check-in, and a recording started on it through the internal port, retried until the replays
- * service has heard of the server.
+ * check-in, and a recording started on it through the internal port right after the check-in.
  */
 export async function recordingOnNewServer(
   sys: { baseUrl: string; internalUrl: string },
@@ -121,12 +119,8 @@ export async function recordingOnNewServer(
   const serverId: string = created.body.serverId;
   await grpcCheckIn(sys.internalUrl, serverId);
   const recording = createClient(RecordingService, createGrpcTransport({ baseUrl: sys.internalUrl }));
-  const started = await pollUntil(
-    () => recording.startRecording({ serverId }).catch((err) => ConnectError.from(err)),
-    (r) => !(r instanceof ConnectError),
-    10_000,
-  );
-  return { serverId, replayId: (started as { replayId: string }).replayId };
+  const { replayId } = await recording.startRecording({ serverId });
+  return { serverId, replayId };
 }
 
 /**

@@ -67,6 +67,8 @@ export type System = {
   kill(name: string): Promise<void>;
   /** Fault tests: starts a killed process again and waits until the first gateway is ready again. */
   restart(name: string): Promise<void>;
+  /** Fault tests: SIGSTOP (`stalled`) or SIGCONT one process: it holds its connections and answers nothing. */
+  stall(name: string, stalled: boolean): void;
   /** SIGTERM everything, wait for exits, drop the database; resolves to each process's exit code. */
   stop(): Promise<(number | null)[]>;
   [Symbol.asyncDispose](): Promise<void>;
@@ -226,6 +228,11 @@ function system(
         proc.child.kill("SIGKILL");
       });
     },
+    stall(name, stalled) {
+      const proc = procs.find((p) => p.name === name);
+      if (!proc) throw new Error(`no process ${name}`);
+      proc.child.kill(stalled ? "SIGSTOP" : "SIGCONT");
+    },
     async restart(name) {
       const proc = procs.find((p) => p.name === name);
       if (!proc) throw new Error(`no process ${name}`);
@@ -340,6 +347,8 @@ export async function startDistributedSystem({
     PAGE_TOKEN_KEY: randomBytes(32).toString("base64"),
     BLOB_URL: pathToFileURL(blobDir).href,
     ...Object.fromEntries(names.map((name, i) => [`${name.toUpperCase()}_URL`, `http://127.0.0.1:${ports[i]}`])),
+    // The first gateway's internal port, where the services look tenants' plans up.
+    GATEWAY_INTERNAL_URL: `http://127.0.0.1:${ports[names.length + 1]}`,
     ...env,
   };
   const procs: Proc[] = names.map((name, i) => launch(name, [name], { ...shared, PORT: String(ports[i]) }, nodeArgs));

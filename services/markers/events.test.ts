@@ -7,8 +7,10 @@ import { createTestBus } from "../../lib/bus/_testing.js";
 import { applyEvent, type Consumer, startConsumer } from "../../lib/bus/consumer.js";
 import { buildEvent, type EventSubject, type OutgoingEvent } from "../../lib/bus/events.js";
 import { createTestDb } from "../../lib/db/_testing.js";
+import type { Queryable } from "../../lib/db/types.js";
 import { kTenant } from "../../lib/rpc/context.js";
 import { waitFor } from "../../test/poll.js";
+import { ownerFromProjection } from "./_testing.js";
 import { markersConsumers } from "./events.js";
 import { createMarkersService } from "./markers-service.js";
 import * as store from "./store.js";
@@ -21,7 +23,11 @@ async function setup() {
   const testDb = await createTestDb("markers");
   const testBus = await createTestBus(testDb.dbFor);
   const deps = { db: testDb.db, bus: testBus.bus, inboxMs: 86_400_000, now: () => new Date() };
-  const service = createMarkersService({ db: testDb.db, now: () => new Date(), projectionWaitMs: 0 });
+  const service = createMarkersService({
+    db: testDb.db,
+    now: () => new Date(),
+    resolveTarget: ownerFromProjection(testDb.db),
+  });
   const consumerOf = (subject: EventSubject) => markersConsumers.find((c) => subject in c.handlers) as Consumer;
   return {
     db: testDb.db,
@@ -63,6 +69,30 @@ async function codeOf(call: unknown): Promise<string> {
   }
 }
 
+/** Whether the projection has the tenant's replay, not deleted. */
+async function existsReplay(q: Queryable, tenantId: string, replayId: string): Promise<boolean> {
+  const { rows } = await q.query(
+    "SELECT 1 FROM markers.replay WHERE replay_id = $1 AND tenant_id = $2 AND NOT deleted",
+    [replayId, tenantId],
+  );
+  return rows.length > 0;
+}
+
+/** The projection's state of a server, and its newest recording in progress. */
+async function findServerTarget(
+  q: Queryable,
+  tenantId: string,
+  serverId: string,
+): Promise<{ state: string | null; replay_id: string | null }> {
+  const { rows } = await q.query<{ state: string | null; replay_id: string | null }>(
+    `SELECT (SELECT state FROM markers.server WHERE server_id = $1 AND tenant_id = $2) AS state,
+            (SELECT replay_id FROM markers.replay WHERE server_id = $1 AND tenant_id = $2 AND recording AND NOT deleted
+              ORDER BY started_at DESC NULLS LAST LIMIT 1) AS replay_id`,
+    [serverId, tenantId],
+  );
+  return rows[0] ?? { state: null, replay_id: null };
+}
+
 function permutations<T>(items: readonly T[]): T[][] {
   if (items.length <= 1) return [[...items]];
   return items.flatMap((item, i) =>
@@ -92,12 +122,12 @@ describe("markers projections", () => {
       for (const e of [connected, r.started]) await ctx.bus.emit(e.subject, e.eventId, e.payload);
       await waitFor(
         "the recording",
-        async () => (await store.findServerTarget(ctx.db, r.tenantId, r.serverId)).replay_id === r.replayId,
+        async () => (await findServerTarget(ctx.db, r.tenantId, r.serverId)).replay_id === r.replayId,
       );
       const m = await ctx.service.createMarker(request({ serverId: r.serverId }), ctxOf(r.tenantId));
       expect(m.marker?.replayId).toBe(r.replayId);
       await ctx.bus.emit(r.deleted.subject, r.deleted.eventId, r.deleted.payload);
-      await waitFor("the delete", async () => !(await store.existsReplay(ctx.db, r.tenantId, r.replayId)));
+      await waitFor("the delete", async () => !(await existsReplay(ctx.db, r.tenantId, r.replayId)));
       expect(await store.listMarkersByReplay(ctx.db, r.tenantId, r.replayId)).toEqual([]);
     } finally {
       for (const stop of stops) await stop();
@@ -109,8 +139,8 @@ describe("markers projections", () => {
     for (const order of permutations(["started", "finished"] as const)) {
       const r = lifecycle();
       await ctx.apply(...order.map((name) => r[name]));
-      expect(await store.existsReplay(ctx.db, r.tenantId, r.replayId), order.join()).toBe(true);
-      expect(await store.findServerTarget(ctx.db, r.tenantId, r.serverId), order.join()).toEqual({
+      expect(await existsReplay(ctx.db, r.tenantId, r.replayId), order.join()).toBe(true);
+      expect(await findServerTarget(ctx.db, r.tenantId, r.serverId), order.join()).toEqual({
         state: null,
         replay_id: null,
       });
@@ -118,8 +148,8 @@ describe("markers projections", () => {
     for (const order of permutations(["started", "finished", "deleted"] as const)) {
       const r = lifecycle();
       await ctx.apply(...order.map((name) => r[name]));
-      expect(await store.existsReplay(ctx.db, r.tenantId, r.replayId), order.join()).toBe(false);
-      expect((await store.findServerTarget(ctx.db, r.tenantId, r.serverId)).replay_id, order.join()).toBeNull();
+      expect(await existsReplay(ctx.db, r.tenantId, r.replayId), order.join()).toBe(false);
+      expect((await findServerTarget(ctx.db, r.tenantId, r.serverId)).replay_id, order.join()).toBeNull();
     }
     // A delete before the start: the replay never records, and takes no marker.
     const r = lifecycle();
@@ -138,7 +168,7 @@ describe("markers projections", () => {
         const tenantId = randomUUID();
         const serverId = randomUUID();
         await ctx.apply(...order.map((subject) => buildEvent(subject, { tenantId, serverId })));
-        const { state } = await store.findServerTarget(ctx.db, tenantId, serverId);
+        const { state } = await findServerTarget(ctx.db, tenantId, serverId);
         expect(state, order.join()).toBe(withPurge ? "purged" : "deauthorised");
       }
     }

@@ -8,24 +8,18 @@ import { DomainError } from "../../lib/errors.js";
 import { newTimeOrderedId } from "../../lib/ids.js";
 import { requireTenant } from "../../lib/rpc/context.js";
 import { MARKERS_PER_REPLAY, type MarkerInput, parseMarkerId, parseMarkerInput, parseReplayId } from "./marker.js";
+import type { ResolvedTarget, ResolveTarget } from "./replay-owner.js";
 import type { BatchOutcome, MarkerRow, NewMarker } from "./store.js";
 import * as store from "./store.js";
 
 /** How long an idempotency record is remembered (decisions.md §3). */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
-/**
- * How long a create or a list waits for the projections to learn of a replay or recording it does
- * not know yet (docs/decisions.md, "Timeline markers"): a recording started a moment ago reaches them within
- * milliseconds normally, and within the bus's one-second poll at worst.
- */
-export const PROJECTION_WAIT_MS = 3000;
-
 export type MarkersDeps = {
   db: Db;
   now: () => Date;
-  /** PROJECTION_WAIT_MS unless set (tests). */
-  projectionWaitMs?: number;
+  /** The replay a target goes to, as the replays service knows it now (replay-owner.ts). */
+  resolveTarget: ResolveTarget;
 };
 
 export function toMarkerMessage(row: MarkerRow): Omit<Marker, "$typeName"> {
@@ -43,20 +37,14 @@ export function toMarkerMessage(row: MarkerRow): Omit<Marker, "$typeName"> {
 }
 
 const replayNotFound = (what: string) => new DomainError("REPLAY_NOT_FOUND", `no replay ${what}`);
-const isProjectionMiss = (err: unknown) =>
-  err instanceof DomainError && (err.code === "REPLAY_NOT_FOUND" || err.code === "NO_ACTIVE_RECORDING");
 
-/**
- * The replay a create by server id goes to (decisions.md §3): a purged server is unknown, a
- * deauthorised one records nothing; otherwise its recording in progress, if any. A recording the
- * projection knows of wins over a server state that has not caught up (pending).
- */
-async function resolveServerTarget(q: Queryable, tenantId: string, serverId: string): Promise<string> {
-  const { state, replay_id } = await store.findServerTarget(q, tenantId, serverId);
-  if (state === "purged") throw replayNotFound(`for server ${serverId}`);
-  if (state !== "deauthorised" && replay_id !== null) return replay_id;
-  if (state !== null) throw new DomainError("NO_ACTIVE_RECORDING", `server ${serverId} has nothing recording`);
-  throw replayNotFound(`for server ${serverId}`);
+/** The replay id a create goes to, decided by the replays service (decisions.md §3). */
+function targetReplayOf(resolved: ResolvedTarget, target: MarkerInput["target"]): string {
+  if (resolved.outcome === "found") return resolved.replayId;
+  if (target.serverId === undefined) throw replayNotFound(target.replayId);
+  if (resolved.outcome === "not_recording")
+    throw new DomainError("NO_ACTIVE_RECORDING", `server ${target.serverId} has nothing recording`);
+  throw replayNotFound(`for server ${target.serverId}`);
 }
 
 /**
@@ -73,15 +61,17 @@ const CREATE_BATCHES_RUNNING_MAX = 2;
 type InsertMarker = (marker: NewMarker) => Promise<BatchOutcome>;
 
 /**
- * Timeline markers (spec "Timeline markers", decisions.md §3). Existence and the 500 cap are
- * decided in the statement that inserts, on the replay's projection row, locked, so they hold under
- * any concurrency and against the delete consumer, which takes the same lock. Concurrent creates
+ * Timeline markers (spec "Timeline markers", decisions.md §3). The replay a create or a list is
+ * about is the replays service's answer at the time of the request (replay-owner.ts: one call for
+ * the creates that arrive together), so a create right after an acknowledged start, finish or
+ * delete sees it, and a miss is known at once. The 500 cap, and a delete that reached this service
+ * first, are decided in the statement that inserts, on the replay's projection row, locked, so
+ * they hold under any concurrency and against the delete consumer, which takes the same lock. Concurrent creates
  * without an Idempotency-Key are grouped per tick into one statement (store.insertMarkers); each
  * caller still gets its own answer, as if the creates ran one after another.
  */
 export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof MarkersService> {
   const { db } = deps;
-  const projectionWaitMs = deps.projectionWaitMs ?? PROJECTION_WAIT_MS;
   const insertBatched: InsertMarker = createBatcher<NewMarker, BatchOutcome>({
     run: (batch) => store.insertMarkers(db, batch, MARKERS_PER_REPLAY),
     maxBatch: CREATE_BATCH_MAX,
@@ -90,28 +80,22 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
     isolate: isDataException,
   });
 
-  // A target created a moment ago may not have reached the projections yet: a refusal for an
-  // unknown replay or an idle server is tried again until the wait is over. The failed attempt
-  // changed nothing.
-  async function untilProjected<T>(attempt: () => Promise<T>): Promise<T> {
-    const deadline = Date.now() + projectionWaitMs;
-    for (;;) {
-      try {
-        return await attempt();
-      } catch (err) {
-        if (!isProjectionMiss(err) || Date.now() >= deadline) throw err;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
-  }
-
-  /** Existence, then the cap (the proto's order), for a create whose key, if any, is settled. */
-  async function insert(q: Queryable, tenantId: string, input: MarkerInput, into: InsertMarker): Promise<MarkerRow> {
+  /**
+   * Existence, then the cap (the proto's order), for a create whose key, if any, is settled; its
+   * target `resolved` by the replays service before any transaction began (none waits on a call).
+   */
+  async function insert(
+    q: Queryable,
+    tenantId: string,
+    input: MarkerInput,
+    resolved: ResolvedTarget,
+    into: InsertMarker,
+  ): Promise<MarkerRow> {
     // Fields named one by one: a rest pattern and spreads with more properties after them take
     // V8's slow path (docs/engineering.md; it was a visible share of the service's CPU, docs/performance.md).
     const { target, tick, label, category, colour, icon, actor } = input;
     const serverId = target.serverId ?? null;
-    const replayId = target.replayId ?? (await resolveServerTarget(q, tenantId, target.serverId as string));
+    const replayId = targetReplayOf(resolved, target);
     const markerId = newTimeOrderedId();
     const createdAt = deps.now();
     const marker: NewMarker = {
@@ -127,7 +111,20 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
       serverId,
       createdAt,
     };
-    const outcome = await into(marker);
+    let outcome = await into(marker);
+    if (outcome === "missing" && resolved.outcome === "found") {
+      // The replays service has the replay and this projection has not heard of it yet (its events
+      // are on their way): it learns it from that answer, and the create goes in. A tombstone stays
+      // as it is (the delete reached it first): the replay is gone.
+      await store.insertReplayKnown(q, {
+        replayId,
+        tenantId,
+        serverId: resolved.serverId,
+        startedAt: resolved.startedAt,
+        recording: resolved.recording,
+      });
+      outcome = await into(marker);
+    }
     if (outcome === "missing") throw replayNotFound(replayId);
     // spec "Limits": 500 markers per replay.
     if (outcome === "full")
@@ -149,6 +146,7 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
   function insertIdempotent(
     tenantId: string,
     input: MarkerInput,
+    resolved: ResolvedTarget,
     idempotency: { key: string; fingerprint: string },
   ): Promise<MarkerRow> {
     return db.transaction(async (tx) => {
@@ -167,7 +165,7 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
         if (!record.marker) throw new Error("an idempotency record without its marker");
         return record.marker;
       }
-      const marker = await insert(tx, tenantId, input, async (m) => {
+      const marker = await insert(tx, tenantId, input, resolved, async (m) => {
         const [outcome] = await store.insertMarkers(tx, [m], MARKERS_PER_REPLAY);
         return outcome as BatchOutcome;
       });
@@ -182,9 +180,15 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
       const input = parseMarkerInput(req);
       const idempotency =
         req.idempotencyKey === "" ? undefined : { key: req.idempotencyKey, fingerprint: req.requestFingerprint };
-      const row = await untilProjected(() =>
-        idempotency ? insertIdempotent(tenantId, input, idempotency) : insert(db, tenantId, input, insertBatched),
+      const { target } = input;
+      const resolved = await deps.resolveTarget(
+        target.replayId !== undefined
+          ? { tenantId, replayId: target.replayId }
+          : { tenantId, serverId: target.serverId },
       );
+      const row = await (idempotency
+        ? insertIdempotent(tenantId, input, resolved, idempotency)
+        : insert(db, tenantId, input, resolved, insertBatched));
       return { marker: toMarkerMessage(row) };
     },
 
@@ -204,10 +208,9 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
     async listMarkers(req, ctx) {
       const tenantId = requireTenant(ctx);
       const replayId = parseReplayId(req.replayId);
-      const rows = await untilProjected(async () => {
-        if (!(await store.existsReplay(db, tenantId, replayId))) throw replayNotFound(replayId);
-        return store.listMarkersByReplay(db, tenantId, replayId);
-      });
+      const resolved = await deps.resolveTarget({ tenantId, replayId });
+      if (resolved.outcome !== "found") throw replayNotFound(replayId);
+      const rows = await store.listMarkersByReplay(db, tenantId, replayId);
       return { markers: rows.map(toMarkerMessage) };
     },
   };

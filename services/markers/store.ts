@@ -25,35 +25,6 @@ export async function findReplayForUpdate(tx: Tx, tenantId: string, replayId: st
   return rows[0];
 }
 
-/** True when the tenant has the replay and it is not deleted. */
-export async function existsReplay(q: Queryable, tenantId: string, replayId: string): Promise<boolean> {
-  const { rows } = await q.query(
-    "SELECT 1 FROM markers.replay WHERE replay_id = $1 AND tenant_id = $2 AND NOT deleted",
-    [replayId, tenantId],
-  );
-  return rows.length > 0;
-}
-
-export type ServerTarget = {
-  state: "pending" | "connected" | "deauthorised" | "purged" | null;
-  replay_id: string | null;
-};
-
-/**
- * What the projections know of a tenant's server: its state (null when unknown) and its recording
- * in progress (null when none; the newest when a finish has not arrived yet).
- */
-export async function findServerTarget(q: Queryable, tenantId: string, serverId: string): Promise<ServerTarget> {
-  const { rows } = await q.query<ServerTarget>(
-    `SELECT (SELECT state FROM markers.server WHERE server_id = $1 AND tenant_id = $2) AS state,
-            (SELECT replay_id FROM markers.replay
-              WHERE server_id = $1 AND tenant_id = $2 AND recording AND NOT deleted
-              ORDER BY started_at DESC NULLS LAST LIMIT 1) AS replay_id`,
-    [serverId, tenantId],
-  );
-  return rows[0] ?? { state: null, replay_id: null };
-}
-
 export async function listMarkersByReplay(q: Queryable, tenantId: string, replayId: string): Promise<MarkerRow[]> {
   const { rows } = await q.query<MarkerRow>(
     `SELECT ${markerColumns} FROM markers.marker
@@ -161,6 +132,23 @@ export async function upsertReplayStarted(
        SET started_at = COALESCE(markers.replay.started_at, EXCLUDED.started_at),
            recording = NOT markers.replay.finished AND NOT markers.replay.deleted`,
     [replay.replayId, replay.tenantId, replay.serverId, replay.startedAt],
+  );
+}
+
+/**
+ * A replay the replays service answered for (replay-owner.ts) and this projection has no row of
+ * yet: made as that answer says, for its events to carry on from (they commute with it, as with
+ * each other). An existing row, a tombstone above all, is left as it is.
+ */
+export async function insertReplayKnown(
+  q: Queryable,
+  replay: { replayId: string; tenantId: string; serverId: string; startedAt: Date | null; recording: boolean },
+): Promise<void> {
+  await q.query(
+    `INSERT INTO markers.replay (replay_id, tenant_id, server_id, started_at, recording, finished)
+     VALUES ($1, $2, $3, $4, $5, NOT $5)
+     ON CONFLICT (replay_id) DO NOTHING`,
+    [replay.replayId, replay.tenantId, replay.serverId, replay.startedAt, replay.recording],
   );
 }
 

@@ -9,6 +9,7 @@ import type { Db, Tx } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { newId, parseUuid } from "../../lib/ids.js";
 import { logger } from "../../lib/log.js";
+import type { LookupPlan } from "../../lib/plan-owner.js";
 import { traceOf } from "../../lib/rpc/context.js";
 import { codePointLength } from "../../lib/text.js";
 import { traceLogFields } from "../../lib/trace.js";
@@ -23,6 +24,7 @@ import {
 } from "./archive.js";
 import * as archive from "./archive-store.js";
 import { assetOf, collectionOf, expireLockedReplay, finishLockedReplay, tsOf } from "./lifecycle.js";
+import type { LookupServer } from "./server-owner.js";
 import type { ReplayRow } from "./store.js";
 import * as store from "./store.js";
 import { type Action, type AssetStep, nextState } from "./transitions.js";
@@ -48,7 +50,15 @@ const daysAfter = (date: Date, days: number) => new Date(date.getTime() + days *
 
 const log = logger("replays:recording");
 
-export type RecordingDeps = { db: Db; blobs: BlobStore; now: () => Date };
+export type RecordingDeps = {
+  db: Db;
+  blobs: BlobStore;
+  now: () => Date;
+  /** The server as the servers service knows it now (server-owner.ts). */
+  lookupServer: LookupServer;
+  /** The tenant's plan as the gateway knows it now (lib/plan-owner.ts). */
+  lookupPlan: LookupPlan;
+};
 
 const dateOf = (ts: Timestamp | undefined, fallback: Date) => (ts ? timestampDate(ts) : fallback);
 
@@ -119,9 +129,20 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
         throw new DomainError("INVALID_ARGUMENT", `integration must be at most ${INTEGRATION_MAX_CHARS} characters`);
       }
       const replayId = newId();
+      // The server as its owner knows it now, not as this service's projection last heard: a start
+      // right after an acknowledged check-in, deauthorisation or purge is decided on it. The
+      // projection is brought forward to it (never back: states only move on), so what a later
+      // event of the server says still holds.
+      const owned = await deps.lookupServer(serverId, ctx.signal);
+      if (!owned) throw new DomainError("SERVER_NOT_FOUND", `no server ${serverId}`);
+      // So is a tenant's plan (its quota, retention and hot period) this projection has not heard of.
+      const known = await store.findTenantStorage(db, owned.tenantId);
+      const plan = known && known.plan_version > 0n ? undefined : await deps.lookupPlan(owned.tenantId, ctx.signal);
       try {
         await db.transaction(
           async (tx) => {
+            await store.upsertServerState(tx, { serverId, tenantId: owned.tenantId, state: owned.state });
+            if (plan) await store.upsertTenantPlan(tx, { tenantId: owned.tenantId, ...plan });
             const server = await store.findServerById(tx, serverId);
             if (!server) throw new DomainError("SERVER_NOT_FOUND", `no server ${serverId}`);
             if (server.state === "pending") {
@@ -131,8 +152,8 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
               throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} is deauthorised`);
             }
             if (await store.findRecordingByServer(tx, serverId)) throw recordingInProgress(serverId);
-            // A tenant whose plan has not reached this projection yet (plan version 0 or no row) has no
-            // known quota: its recordings are not refused until the plan arrives (docs/decisions.md).
+            // A tenant the gateway does not have (no plan: version 0 or no row) has no known quota: its
+            // recordings are not refused on it (docs/decisions.md).
             const storage = await store.findTenantStorage(tx, server.tenant_id);
             if (storage && storage.plan_version > 0n && storage.storage_used_bytes >= storage.storage_quota_bytes) {
               throw new DomainError("STORAGE_QUOTA_EXCEEDED", "the tenant's storage quota is used up");

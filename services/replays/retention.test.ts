@@ -3,6 +3,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { createContextValues } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type TestDb, testDbModes } from "../../lib/db/_testing.js";
+import { plansOf, serversFromProjection } from "./_testing.js";
 import { createRecordingService } from "./recording-service.js";
 import { retentionWorker } from "./retention.js";
 import { findTenantStorage, upsertServerState, upsertTenantPlan } from "./store.js";
@@ -141,7 +142,13 @@ describe.each(testDbModes())("retention worker ($name database)", ({ open }) => 
   });
 
   it("gives each replay its tenant's plan periods when it starts, and cools it after its plan's hot period", async () => {
-    const recording = createRecordingService({ db: testDb.db, blobs: undefined as never, now: () => NOW });
+    const recording = createRecordingService({
+      db: testDb.db,
+      blobs: undefined as never,
+      now: () => NOW,
+      lookupServer: serversFromProjection(testDb.db),
+      lookupPlan: plansOf(),
+    });
     // Two tenants' plans as identity.tenant.upserted projects them: kept 10 days (2 hot), and 1 day.
     const plans = [
       { retentionDays: 10, hotDays: 2 },

@@ -10,6 +10,7 @@ import { createFsBlobStore } from "../../lib/blob/fs.js";
 import { createTestDb } from "../../lib/db/_testing.js";
 import { createPageTokens } from "../../lib/page/token.js";
 import { asCaller, contractCodeOfCall, inMemoryClient } from "../../lib/rpc/_testing.js";
+import { plansOf, serversFromProjection } from "./_testing.js";
 import { createRecordingService } from "./recording-service.js";
 import { createReplaysService } from "./replays-service.js";
 import * as store from "./store.js";
@@ -41,7 +42,16 @@ async function replaysOn() {
   });
   const routes = (router: ConnectRouter) => {
     router.service(ReplaysService, createReplaysService({ db, pageTokens: createPageTokens(randomBytes(32)) }));
-    router.service(RecordingService, createRecordingService({ db, blobs, now: () => new Date() }));
+    router.service(
+      RecordingService,
+      createRecordingService({
+        db,
+        blobs,
+        now: () => new Date(),
+        lookupServer: serversFromProjection(db),
+        lookupPlan: plansOf(),
+      }),
+    );
   };
   return {
     db,

@@ -179,6 +179,47 @@ export async function findRecordingByServer(q: Queryable, serverId: string): Pro
   return rows[0]?.replay_id;
 }
 
+/** What this schema knows of one marker target (lookup-service.ts decides from it). */
+export type MarkerTargetRow = {
+  replay_id: string | null;
+  server_id: string | null;
+  started_at: Date | null;
+  status: ReplayStatus | null;
+  /** For a server target: the server's state here, null when this projection does not know it. */
+  server_state: ServerState | null;
+  purged: boolean;
+};
+
+/**
+ * For each target in order, the replay a marker on it would go to: the tenant's replay by id, or
+ * the server's recording in progress; and for a server target, the server's state and whether it
+ * was purged. An index lookup or two per target (the primary key, or replay_recording_server_idx),
+ * whatever the number of replays.
+ */
+export async function findMarkerTargets(
+  q: Queryable,
+  targets: readonly { tenantId: string; replayId?: string; serverId?: string }[],
+): Promise<MarkerTargetRow[]> {
+  const { rows } = await q.query<MarkerTargetRow>(
+    `SELECT r.replay_id, r.server_id, r.started_at, r.status, s.state AS server_state,
+            EXISTS (SELECT 1 FROM replays.server_purged p WHERE p.server_id = t.server_id) AS purged
+       FROM unnest($1::uuid[], $2::uuid[], $3::uuid[]) WITH ORDINALITY AS t(tenant_id, replay_id, server_id, ord)
+       LEFT JOIN LATERAL (
+         SELECT x.replay_id, x.server_id, x.started_at, x.status FROM replays.replay x
+          WHERE x.replay_id = t.replay_id AND x.tenant_id = t.tenant_id
+         UNION ALL
+         SELECT x.replay_id, x.server_id, x.started_at, x.status FROM replays.replay x
+          WHERE t.replay_id IS NULL AND x.server_id = t.server_id AND x.tenant_id = t.tenant_id
+            AND x.status = 'recording'
+         LIMIT 1
+       ) r ON true
+       LEFT JOIN replays.server s ON s.server_id = t.server_id AND s.tenant_id = t.tenant_id
+      ORDER BY t.ord`,
+    [targets.map((t) => t.tenantId), targets.map((t) => t.replayId ?? null), targets.map((t) => t.serverId ?? null)],
+  );
+  return rows;
+}
+
 /**
  * One page of a tenant's replays, newest first (started_at desc, replay_id desc: decisions.md §5),
  * after `after` when given, read with `limit` (the page size plus one, to know whether a replay

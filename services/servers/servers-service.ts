@@ -15,6 +15,7 @@ import { DomainError } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
 import { keysetAfter, keysetPage } from "../../lib/page/keyset.js";
 import { pageSizeOf } from "../../lib/page/size.js";
+import type { LookupPlan } from "../../lib/plan-owner.js";
 import { actorOf, requireTenant, traceOf } from "../../lib/rpc/context.js";
 import type { TraceContext } from "../../lib/trace.js";
 import { canSeeSource, requireAccess, requireManager } from "./access.js";
@@ -27,8 +28,8 @@ import * as store from "./store.js";
 export type ServersDeps = {
   db: Db;
   now: () => Date;
-  /** How long a create waits for a brand-new tenant's plan to reach the projection. */
-  planWaitMs?: number;
+  /** A tenant's plan as the gateway knows it now (lib/plan-owner.ts). */
+  lookupPlan: LookupPlan;
 };
 
 export function toServerMessage(row: ServerRow, now: Date): Omit<Server, "$typeName"> {
@@ -68,7 +69,6 @@ const notFound = (serverId: string) => new DomainError("SERVER_NOT_FOUND", `no s
  */
 export function createServersService(deps: ServersDeps): ServiceImpl<typeof ServersService> {
   const { db } = deps;
-  const planWaitMs = deps.planWaitMs ?? 3000;
 
   /**
    * What a write to one record needs before its transaction: its tenant, its parsed id, the member,
@@ -113,15 +113,16 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
     );
   }
 
-  // A tenant created a moment ago may not have reached the plan projection yet; its limit is
-  // unknown until it does, so a create waits for it briefly rather than guess.
-  async function waitForPlan(tenantId: string): Promise<void> {
-    const deadline = Date.now() + planWaitMs;
-    while (!(await store.findTenantPlan(db, tenantId))) {
-      if (Date.now() >= deadline)
-        throw new DomainError("SERVICE_UNAVAILABLE", "the tenant's plan is not known yet; retry");
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+  // A tenant created a moment ago may not have reached the plan projection yet: its plan is asked
+  // of the gateway, which owns it, and the projection brought forward to it (a newer plan's event
+  // that arrived meanwhile wins: versions only rise).
+  async function knowPlan(tenantId: string, signal: AbortSignal): Promise<void> {
+    if (await store.findTenantPlan(db, tenantId)) return;
+    const plan = await deps.lookupPlan(tenantId, signal);
+    if (!plan) throw new DomainError("SERVICE_UNAVAILABLE", "the tenant's plan is not known; retry");
+    await db.transaction((tx) =>
+      store.upsertTenantPlan(tx, { tenantId, serverLimit: Number(plan.serverLimit), version: Number(plan.version) }),
+    );
   }
 
   return {
@@ -156,7 +157,7 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
         categoryId ??= source.category_id;
       }
       requireAccess(actor, { categoryId });
-      await waitForPlan(tenantId);
+      await knowPlan(tenantId, ctx.signal);
       const row = await db.transaction(
         async (tx) => {
           const plan = await store.findTenantPlan(tx, tenantId, true);

@@ -5,6 +5,7 @@ import { MemberRole } from "../../gen/replay/common/v1/common_pb.js";
 import { RecorderService } from "../../gen/replay/servers/v1/recorder_pb.js";
 import { ServerState, ServerStatus, ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
 import { createTestDb } from "../../lib/db/_testing.js";
+import type { OwnedPlan } from "../../lib/plan-owner.js";
 import { asCaller, contractCodeOfCall, inMemoryClient } from "../../lib/rpc/_testing.js";
 import { createRecorderService } from "./recorder-service.js";
 import { createServersService } from "./servers-service.js";
@@ -23,7 +24,9 @@ async function serversOn(serverLimit: number) {
   const tenantId = randomUUID();
   // The plan as identity.tenant.upserted leaves it in this service's projection (events.ts).
   await db.transaction((tx) => store.upsertTenantPlan(tx, { tenantId, serverLimit, version: 1 }));
-  const deps = { db, now: () => new Date(), planWaitMs: 0 };
+  // The gateway's answer for a tenant's plan this projection has not heard of (lib/plan-owner.ts).
+  const plans = new Map<string, OwnedPlan>();
+  const deps = { db, now: () => new Date(), lookupPlan: async (id: string) => plans.get(id) };
   const routes = (router: ConnectRouter) => {
     router.service(ServersService, createServersService(deps));
     router.service(RecorderService, createRecorderService(deps));
@@ -31,6 +34,7 @@ async function serversOn(serverLimit: number) {
   return {
     testDb,
     tenantId,
+    plans,
     servers: inMemoryClient(ServersService, routes),
     recorder: inMemoryClient(RecorderService, routes),
     as: asCaller({ tenantId, actor: owner }),
@@ -122,5 +126,17 @@ describe("servers service", () => {
     expect(await contractCodeOfCall(servers.createPendingSetup({ name: "lost", categoryId: randomUUID() }, as))).toBe(
       "CATEGORY_NOT_FOUND",
     );
+  });
+  it("sets up the first server of a tenant whose plan it has not heard of yet, on the gateway's word", async () => {
+    const { testDb, servers, plans } = await serversOn(1);
+    await using _ = testDb;
+    const fresh = randomUUID();
+    const as = asCaller({ tenantId: fresh, actor: owner });
+    expect(await contractCodeOfCall(servers.createPendingSetup({ name: "first" }, as))).toBe("SERVICE_UNAVAILABLE");
+    plans.set(fresh, { serverLimit: 1n, storageQuotaBytes: 1n, version: 3n, retentionDays: 90, hotDays: 30 });
+    expect((await servers.createPendingSetup({ name: "first" }, as)).setup?.name).toBe("first");
+    // The plan is known from then on, and its limit holds.
+    expect(await store.findTenantPlan(testDb.db, fresh)).toEqual({ server_limit: 1 });
+    expect(await contractCodeOfCall(servers.createPendingSetup({ name: "second" }, as))).toBe("SERVER_LIMIT_REACHED");
   });
 });

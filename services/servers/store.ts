@@ -78,6 +78,18 @@ export async function findServerForCheckIn(
   return rows[0];
 }
 
+/** A server's tenant and state by id alone: what other services look up (lookup-service.ts). */
+export async function findServerState(
+  q: Queryable,
+  serverId: string,
+): Promise<{ tenant_id: string; state: ServerState } | undefined> {
+  const { rows } = await q.query<{ tenant_id: string; state: ServerState }>(
+    "SELECT tenant_id, state FROM servers.server WHERE server_id = $1",
+    [serverId],
+  );
+  return rows[0];
+}
+
 /**
  * The check-in of a connected server, in one statement: the common case of every heartbeat.
  * Returns undefined when the server is not connected (pending, deauthorised or unknown).

@@ -216,6 +216,7 @@ describe("webhooks service", () => {
         db: testDb.db,
         config,
         now: () => new Date(),
+        peers: unused,
         bus: unused,
         blobs: unused,
       });

@@ -14,6 +14,7 @@ const benchmarks: Record<string, () => Promise<Benchmark>> = {
   webhooks: () => import("./webhooks.js"),
   "unread-clients": () => import("./unread-clients.js"),
   scale: () => import("./scale.js"),
+  latency: () => import("./latency.js"),
 };
 
 async function usage(): Promise<string> {

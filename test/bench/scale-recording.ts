@@ -3,12 +3,11 @@
 // are started and finished through the internal RecordingService as recorder infrastructure does
 // (test/recorder.ts); the finish produces collection.finalized (decisions.md §7), which the
 // subscription receives. Also the finish-to-delivery and retry measurements built on it.
-import { ConnectError, createClient } from "@connectrpc/connect";
+import { type Client, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type pg from "pg";
 import { RecordingService } from "../../gen/replay/replays/v1/recording_pb.js";
 import { provisionTenant, send, sendSigned } from "../http.js";
-import { pollUntil } from "../poll.js";
 import { grpcCheckIn } from "../recorder.js";
 import type { System } from "../system.js";
 import type { ChildServer } from "./child-server.js";
@@ -30,6 +29,8 @@ export type RecordingTenant = Awaited<ReturnType<typeof provisionTenant>> & {
   finish(replayId: string): Promise<void>;
   /** Every replay recorded so far. */
   replayIds: string[];
+  /** RecordingService on the gateway's internal port, as recorder infrastructure calls it. */
+  rpc: Client<typeof RecordingService>;
 };
 
 /** A new tenant (unthrottled), subscribed to collection.finalized at `url`, with one connected server. */
@@ -48,23 +49,14 @@ export async function recordingTenant(sys: System, url: string): Promise<Recordi
   await grpcCheckIn(sys.internalUrl, serverId, { pluginVersion: "1.0.0" });
   const rpc = createClient(RecordingService, createGrpcTransport({ baseUrl: sys.internalUrl }));
   const replayIds: string[] = [];
-  let first = true;
   return {
     ...tenant,
     subscriptionId: sub.body.id as string,
     serverId,
     replayIds,
+    rpc,
     async start() {
-      // The replays service learns of the connected server from an event: the first start may wait for it.
-      const started = first
-        ? await pollUntil(
-            () => rpc.startRecording({ serverId, integration: "bench" }).catch((err) => ConnectError.from(err)),
-            (r) => !(r instanceof ConnectError),
-            30_000,
-          )
-        : await rpc.startRecording({ serverId, integration: "bench" });
-      first = false;
-      const { replayId } = started as { replayId: string };
+      const { replayId } = await rpc.startRecording({ serverId, integration: "bench" });
       replayIds.push(replayId);
       return replayId;
     },

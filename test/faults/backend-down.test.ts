@@ -2,6 +2,8 @@ import { randomBytes } from "node:crypto";
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { create, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import { createReplayClient } from "@replay/client";
 import { describe, expect, it, onTestFinished } from "vitest";
@@ -11,11 +13,16 @@ import {
   type UploadArchiveRequest,
   UploadArchiveRequestSchema,
 } from "../../gen/replay/replays/v1/recording_pb.js";
+import { PEER_TIMEOUT_MS } from "../../lib/rpc/peers.js";
 import { provisionTenant, send } from "../http.js";
 import { pollUntil } from "../poll.js";
 import { recordingOnNewServer } from "../recorder.js";
 import { distributedSkipReason, startDistributedSystem } from "../system.js";
 import { useSystem } from "../use-system.js";
+
+/** The replays service's RecordingService, called straight on its own port as recorders do. */
+const recording = (sys: { serviceUrls: Record<string, string> | undefined }) =>
+  createClient(RecordingService, createGrpcTransport({ baseUrl: sys.serviceUrls?.replays as string }));
 
 // decisions.md §1: a backend service that cannot be reached -> 503 SERVICE_UNAVAILABLE within the
 // request deadline, with no internal detail; operations.md: /readyz reports it, /healthz does not.
@@ -90,6 +97,61 @@ describe.skipIf(distributedSkipReason())(
       const err = await ended;
       expect(err?.code, String(err)).toBe(grpc.status.UNAVAILABLE);
       await sys.restart("replays");
+    });
+
+    // A marker create and a recording start ask the owner of their target (replays, servers) at the
+    // time of the request: an owner down or stalled is a 503 with Retry-After within the lookup's
+    // deadline (PEER_TIMEOUT_MS), never a 500 and never a marker stored.
+    it("answers 503 with Retry-After, storing nothing, while the owner a request must ask is down or stalled", async () => {
+      const sys = system();
+      const t = await provisionTenant(sys);
+      const { serverId, replayId } = await recordingOnNewServer(sys, t.bearer(), "owner-down");
+      const marker = () =>
+        send(sys.baseUrl, "POST", "/v1/api/timeline-events", {
+          headers: t.bearer(),
+          body: { replayId, tick: 1, label: "while its owner is away" },
+        });
+      const refused = async (why: string) => {
+        const startedAt = performance.now();
+        const res = await marker();
+        expect(res.status, `${why}: ${res.text}`).toBe(503);
+        expect(res.body).toMatchObject({ status: 503, code: "SERVICE_UNAVAILABLE" });
+        expect(res.headers.get("retry-after")).toBe("1");
+        expect(res.text).not.toMatch(/ECONNREFUSED|127\.0\.0\.1|replays\.v1|stack/i);
+        return performance.now() - startedAt;
+      };
+      await sys.kill("replays");
+      // Refused at once; the deadline is for an owner that hangs (as the gateway's own, above).
+      expect(await refused("replays down")).toBeLessThan(RPC_TIMEOUT_MS - 1_000);
+      await sys.restart("replays");
+      expect((await marker()).status).toBe(201);
+
+      sys.stall("replays", true);
+      try {
+        // Held to the lookup's deadline, not the gateway's 10 s: the answer comes when it passes.
+        const ms = await refused("replays stalled");
+        expect(ms).toBeGreaterThanOrEqual(PEER_TIMEOUT_MS - 50);
+        expect(ms).toBeLessThan(RPC_TIMEOUT_MS);
+      } finally {
+        sys.stall("replays", false);
+      }
+      const listed = await send(sys.baseUrl, "GET", `/v1/api/replays/${replayId}/timeline-events`, {
+        headers: t.bearer(),
+      });
+      expect(listed.body.timelineEvents, listed.text).toHaveLength(1);
+
+      // StartRecording asks the servers service (the replays service's internal gRPC, as recorders call it).
+      await recording(sys).finishRecording({ replayId, sizeBytes: 1n });
+      await sys.kill("servers");
+      const started = await recording(sys)
+        .startRecording({ serverId, integration: "x" })
+        .then(
+          () => "OK",
+          (err: unknown) => ConnectError.from(err),
+        );
+      expect(started instanceof ConnectError && started.code, String(started)).toBe(Code.Unavailable);
+      await sys.restart("servers");
+      expect((await recording(sys).startRecording({ serverId, integration: "x" })).replayId).toMatch(/^[0-9a-f-]{36}$/);
     });
 
     // Issue 32: the client package retries what is safe through a restart, and nothing else.

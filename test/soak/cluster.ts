@@ -110,6 +110,7 @@ export async function startCluster(options: {
       ...Object.fromEntries(
         serviceKinds.map((k) => [`${k.toUpperCase()}_URL`, `http://127.0.0.1:${balancers[k]?.port}`]),
       ),
+      GATEWAY_INTERNAL_URL: `http://127.0.0.1:${internalLb.port}`,
       ...options.env,
     };
     const databaseName = new URL(database.url).pathname.slice(1);

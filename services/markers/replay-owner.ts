@@ -1,0 +1,65 @@
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import type { Client } from "@connectrpc/connect";
+import { MarkerTargetOutcome, type ReplayLookupService } from "../../gen/replay/replays/v1/lookup_pb.js";
+import { createBatcher } from "../../lib/db/batch.js";
+import { ownerUnavailable, PEER_TIMEOUT_MS } from "../../lib/rpc/peers.js";
+
+/** What a marker create names, with its tenant: a replay, or a server's recording in progress. */
+export type OwnedTarget = { tenantId: string; replayId: string } | { tenantId: string; serverId: string };
+
+/** The replay a target goes to, as its owner knows it now, or why there is none. */
+export type ResolvedTarget =
+  | { outcome: "found"; replayId: string; serverId: string; startedAt: Date | null; recording: boolean }
+  | { outcome: "not_found" }
+  | { outcome: "not_recording" };
+
+export type ResolveTarget = (target: OwnedTarget) => Promise<ResolvedTarget>;
+
+/** The most targets in one call, and the calls at once: as the creates' batches (markers-service.ts). */
+const RESOLVE_BATCH_MAX = 256;
+const RESOLVE_CALLS_RUNNING_MAX = 2;
+
+/**
+ * The replays service's answer for each target (its ReplayLookupService), within PEER_TIMEOUT_MS:
+ * the targets of the creates that arrive together go in one call, as their inserts go in one
+ * statement. A failed call fails its creates with SERVICE_UNAVAILABLE.
+ */
+export function replayOwner(client: Client<typeof ReplayLookupService>): ResolveTarget {
+  return createBatcher<OwnedTarget, ResolvedTarget>({
+    async run(targets) {
+      const answer = await client
+        .resolveMarkerTargets(
+          {
+            targets: targets.map((t) => ({
+              tenantId: t.tenantId,
+              target:
+                "replayId" in t ? { case: "replayId", value: t.replayId } : { case: "serverId", value: t.serverId },
+            })),
+          },
+          { timeoutMs: PEER_TIMEOUT_MS },
+        )
+        .catch((err: unknown) => {
+          throw ownerUnavailable("replays", err);
+        });
+      if (answer.targets.length !== targets.length) {
+        throw ownerUnavailable("replays", new Error(`${answer.targets.length} answers for ${targets.length} targets`));
+      }
+      return answer.targets.map((t): ResolvedTarget => {
+        if (t.outcome === MarkerTargetOutcome.FOUND) {
+          return {
+            outcome: "found",
+            replayId: t.replayId,
+            serverId: t.serverId,
+            startedAt: t.startedAt ? timestampDate(t.startedAt) : null,
+            recording: t.recording,
+          };
+        }
+        return t.outcome === MarkerTargetOutcome.NOT_RECORDING
+          ? { outcome: "not_recording" }
+          : { outcome: "not_found" };
+      });
+    },
+    maxBatch: RESOLVE_BATCH_MAX,
+    maxRunning: RESOLVE_CALLS_RUNNING_MAX,
+  });
+}

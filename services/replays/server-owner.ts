@@ -1,0 +1,33 @@
+import type { Client } from "@connectrpc/connect";
+import { ServerLifecycle, type ServerLookupService } from "../../gen/replay/servers/v1/lookup_pb.js";
+import { ownerUnavailable, PEER_TIMEOUT_MS } from "../../lib/rpc/peers.js";
+import type { ServerState } from "./store.js";
+
+/** A server as its owner, the servers service, knows it now. */
+export type OwnedServer = { tenantId: string; state: ServerState };
+
+/** Looks a server up at its owner; undefined when it has none (unknown, cancelled or purged). */
+export type LookupServer = (serverId: string, signal?: AbortSignal) => Promise<OwnedServer | undefined>;
+
+const states: Partial<Record<ServerLifecycle, ServerState>> = {
+  [ServerLifecycle.PENDING]: "pending",
+  [ServerLifecycle.CONNECTED]: "connected",
+  [ServerLifecycle.DEAUTHORISED]: "deauthorised",
+};
+
+/**
+ * The servers service's answer for a server, within PEER_TIMEOUT_MS: what this service's projection
+ * of servers (fed by servers.server.* events) may not have learnt yet, such as a check-in a moment
+ * ago. A failed call is SERVICE_UNAVAILABLE.
+ */
+export function serverOwner(client: Client<typeof ServerLookupService>): LookupServer {
+  return async (serverId, signal) => {
+    const answer = await client
+      .lookupServer({ serverId }, { timeoutMs: PEER_TIMEOUT_MS, signal })
+      .catch((err: unknown) => {
+        throw ownerUnavailable("servers", err);
+      });
+    const state = states[answer.lifecycle];
+    return answer.found && state ? { tenantId: answer.tenantId, state } : undefined;
+  };
+}
