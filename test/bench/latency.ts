@@ -54,7 +54,7 @@ export async function run(_args: string[]): Promise<void> {
   const stats = new pg.Client({ connectionString: sys.databaseUrl });
   await stats.connect();
   try {
-    const tenant = await recordingTenant(sys, `https://127.0.0.1:${tlsPort}/ok`);
+    const tenant = await recordingTenant(sys, `https://127.0.0.1:${tlsPort}/ok`, BigInt(SESSIONS + 1));
     const marker = (target: { replayId: string } | { serverId: string }) =>
       send(sys.baseUrl, "POST", "/v1/api/timeline-events", {
         headers: tenant.bearer(),
@@ -72,6 +72,7 @@ export async function run(_args: string[]): Promise<void> {
         headers: tenant.bearer(),
         body: { name: `latency-${i}` },
       });
+      if (created.status !== 201) throw new Error(`POST /v1/api/servers: ${created.status} ${created.text}`);
       const serverId = created.body.serverId as string;
       servers.push(serverId);
       await grpcCheckIn(sys.serviceUrls?.servers as string, serverId);

@@ -34,8 +34,8 @@ export type RecordingTenant = Awaited<ReturnType<typeof provisionTenant>> & {
 };
 
 /** A new tenant (unthrottled), subscribed to collection.finalized at `url`, with one connected server. */
-export async function recordingTenant(sys: System, url: string): Promise<RecordingTenant> {
-  const tenant = await provisionTenant(sys, { rateLimitRps: 1_000_000, rateLimitBurst: 1_000_000 });
+export async function recordingTenant(sys: System, url: string, serverLimit = 10n): Promise<RecordingTenant> {
+  const tenant = await provisionTenant(sys, { rateLimitRps: 1_000_000, rateLimitBurst: 1_000_000, serverLimit });
   const sub = await sendSigned(sys.baseUrl, tenant.signer, "POST", "/v1/webhooks", {
     body: { url, events: ["collection.finalized"] },
   });
