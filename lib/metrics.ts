@@ -34,6 +34,18 @@ export const rpcCalls = new Histogram({
   registers: [registry],
 });
 
+/**
+ * Lookups a process made of what another owns (lib/rpc/peers.ts), by owner, method and Connect
+ * code: "unavailable" or "deadline_exceeded" here is a 503 a caller got.
+ */
+export const peerCalls = new Histogram({
+  name: "replay_rpc_peer_duration_seconds",
+  help: "Lookups made of another process, by owner, method and code, and their latency.",
+  labelNames: ["owner", "method", "code"] as const,
+  buckets: LATENCY,
+  registers: [registry],
+});
+
 /** Requests refused by the per-tenant rate limit, by route pattern (never by tenant). */
 export const rateLimitRefusals = new Counter({
   name: "replay_rate_limit_refusals_total",

@@ -2,7 +2,9 @@ import type { DescService } from "@bufbuild/protobuf";
 import { type Client, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import type { ProcessName } from "../config.js";
 import { DomainError } from "../errors.js";
+import { peerCalls } from "../metrics.js";
 import { createTransportPool } from "./clients.js";
+import { codeName } from "./metrics.js";
 
 /**
  * The deadline of a call to another service that a request waits on (a lookup of what that service
@@ -27,7 +29,18 @@ export function createPeers(serviceUrl: (owner: ProcessName) => string, token: s
   return {
     client(service, owner) {
       const transport: Transport = {
-        unary: (...args) => pool.transport(serviceUrl(owner)).unary(...args),
+        async unary(method, ...rest) {
+          const started = performance.now();
+          const labels = { owner, method: method.name, code: "ok" };
+          try {
+            return await pool.transport(serviceUrl(owner)).unary(method, ...rest);
+          } catch (err) {
+            labels.code = codeName(ConnectError.from(err).code);
+            throw err;
+          } finally {
+            peerCalls.observe(labels, (performance.now() - started) / 1000);
+          }
+        },
         stream: (...args) => pool.transport(serviceUrl(owner)).stream(...args),
       };
       return createClient(service, transport);

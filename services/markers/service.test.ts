@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { MarkersService } from "../../gen/replay/markers/v1/markers_pb.js";
 import { ReplayLookupService } from "../../gen/replay/replays/v1/lookup_pb.js";
 import { createTestDb } from "../../lib/db/_testing.js";
+import { registry } from "../../lib/metrics.js";
 import { asCaller, contractCodeOfCall, inMemoryClient } from "../../lib/rpc/_testing.js";
 import { createPeers } from "../../lib/rpc/peers.js";
 import { freePorts } from "../../test/free-port.js";
@@ -151,6 +152,10 @@ describe("markers service", () => {
       expect(await contractCodeOfCall(markers.listMarkers({ replayId }, as))).toBe("SERVICE_UNAVAILABLE");
       const { rows } = await testDb.db.query("SELECT count(*)::int AS n FROM markers.marker", []);
       expect(rows).toEqual([{ n: 0 }]);
+      // The operator sees them: lookups of the replays service, by outcome.
+      expect(await registry.getSingleMetricAsString("replay_rpc_peer_duration_seconds")).toMatch(
+        /replay_rpc_peer_duration_seconds_count\{owner="replays",method="ResolveMarkerTargets",code="unavailable"\} [1-9]/,
+      );
     } finally {
       await peers.close();
     }
