@@ -22,21 +22,22 @@ export type Peers = {
 /**
  * Clients of the other services on the internal network (the internal token on every call), each
  * call sent where `serviceUrl` says at the time of the call: the embedded mode learns its
- * services' ports only once they all listen.
+ * services' ports only once they all listen. A call without a deadline of its own gets
+ * PEER_TIMEOUT_MS, and any failure comes back as ownerUnavailable's 503, so no caller repeats either.
  */
 export function createPeers(serviceUrl: (owner: ProcessName) => string, token: string | undefined): Peers {
   const pool = createTransportPool({ token });
   return {
     client(service, owner) {
       const transport: Transport = {
-        async unary(method, ...rest) {
+        async unary(method, signal, timeoutMs, ...rest) {
           const started = performance.now();
           const labels = { owner, method: method.name, code: "ok" };
           try {
-            return await pool.transport(serviceUrl(owner)).unary(method, ...rest);
+            return await pool.transport(serviceUrl(owner)).unary(method, signal, timeoutMs ?? PEER_TIMEOUT_MS, ...rest);
           } catch (err) {
             labels.code = codeName(ConnectError.from(err).code);
-            throw err;
+            throw ownerUnavailable(owner, err);
           } finally {
             peerCalls.observe(labels, (performance.now() - started) / 1000);
           }

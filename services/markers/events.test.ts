@@ -10,7 +10,8 @@ import { createTestDb } from "../../lib/db/_testing.js";
 import type { Queryable } from "../../lib/db/types.js";
 import { kTenant } from "../../lib/rpc/context.js";
 import { waitFor } from "../../test/poll.js";
-import { ownerFromProjection } from "./_testing.js";
+import { projectedServerTarget as findServerTarget, ownerFromProjection, projectedReplay } from "./_testing.js";
+
 import { markersConsumers } from "./events.js";
 import { createMarkersService } from "./markers-service.js";
 import * as store from "./store.js";
@@ -70,28 +71,8 @@ async function codeOf(call: unknown): Promise<string> {
 }
 
 /** Whether the projection has the tenant's replay, not deleted. */
-async function existsReplay(q: Queryable, tenantId: string, replayId: string): Promise<boolean> {
-  const { rows } = await q.query(
-    "SELECT 1 FROM markers.replay WHERE replay_id = $1 AND tenant_id = $2 AND NOT deleted",
-    [replayId, tenantId],
-  );
-  return rows.length > 0;
-}
-
-/** The projection's state of a server, and its newest recording in progress. */
-async function findServerTarget(
-  q: Queryable,
-  tenantId: string,
-  serverId: string,
-): Promise<{ state: string | null; replay_id: string | null }> {
-  const { rows } = await q.query<{ state: string | null; replay_id: string | null }>(
-    `SELECT (SELECT state FROM markers.server WHERE server_id = $1 AND tenant_id = $2) AS state,
-            (SELECT replay_id FROM markers.replay WHERE server_id = $1 AND tenant_id = $2 AND recording AND NOT deleted
-              ORDER BY started_at DESC NULLS LAST LIMIT 1) AS replay_id`,
-    [serverId, tenantId],
-  );
-  return rows[0] ?? { state: null, replay_id: null };
-}
+const existsReplay = async (q: Queryable, tenantId: string, replayId: string) =>
+  (await projectedReplay(q, tenantId, replayId)) !== undefined;
 
 function permutations<T>(items: readonly T[]): T[][] {
   if (items.length <= 1) return [[...items]];

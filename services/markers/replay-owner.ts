@@ -2,7 +2,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
 import { MarkerTargetOutcome, type ReplayLookupService } from "../../gen/replay/replays/v1/lookup_pb.js";
 import { createBatcher } from "../../lib/db/batch.js";
-import { ownerUnavailable, PEER_TIMEOUT_MS } from "../../lib/rpc/peers.js";
+import { ownerUnavailable } from "../../lib/rpc/peers.js";
 
 /** What a marker create names, with its tenant: a replay, or a server's recording in progress. */
 export type OwnedTarget = { tenantId: string; replayId: string } | { tenantId: string; serverId: string };
@@ -24,27 +24,19 @@ const RESOLVE_BATCH_MAX = 256;
 const RESOLVE_CALLS_RUNNING_MAX = 1;
 
 /**
- * The replays service's answer for each target (its ReplayLookupService), within PEER_TIMEOUT_MS:
- * the targets of the creates that arrive together go in one call, as their inserts go in one
- * statement. A failed call fails its creates with SERVICE_UNAVAILABLE.
+ * The replays service's answer for each target (its ReplayLookupService): the targets of the
+ * creates that arrive together go in one call, as their inserts go in one statement. A failed call
+ * (lib/rpc/peers.ts: its deadline, SERVICE_UNAVAILABLE) fails its creates.
  */
 export function replayOwner(client: Client<typeof ReplayLookupService>): ResolveTarget {
   return createBatcher<OwnedTarget, ResolvedTarget>({
     async run(targets) {
-      const answer = await client
-        .resolveMarkerTargets(
-          {
-            targets: targets.map((t) => ({
-              tenantId: t.tenantId,
-              target:
-                "replayId" in t ? { case: "replayId", value: t.replayId } : { case: "serverId", value: t.serverId },
-            })),
-          },
-          { timeoutMs: PEER_TIMEOUT_MS },
-        )
-        .catch((err: unknown) => {
-          throw ownerUnavailable("replays", err);
-        });
+      const answer = await client.resolveMarkerTargets({
+        targets: targets.map((t) => ({
+          tenantId: t.tenantId,
+          target: "replayId" in t ? { case: "replayId", value: t.replayId } : { case: "serverId", value: t.serverId },
+        })),
+      });
       if (answer.targets.length !== targets.length) {
         throw ownerUnavailable("replays", new Error(`${answer.targets.length} answers for ${targets.length} targets`));
       }

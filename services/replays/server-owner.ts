@@ -1,6 +1,5 @@
 import type { Client } from "@connectrpc/connect";
 import { ServerLifecycle, type ServerLookupService } from "../../gen/replay/servers/v1/lookup_pb.js";
-import { ownerUnavailable, PEER_TIMEOUT_MS } from "../../lib/rpc/peers.js";
 import type { ServerState } from "./store.js";
 
 /** A server as its owner, the servers service, knows it now. */
@@ -16,17 +15,13 @@ const states: Partial<Record<ServerLifecycle, ServerState>> = {
 };
 
 /**
- * The servers service's answer for a server, within PEER_TIMEOUT_MS: what this service's projection
- * of servers (fed by servers.server.* events) may not have learnt yet, such as a check-in a moment
- * ago. A failed call is SERVICE_UNAVAILABLE.
+ * The servers service's answer for a server: what this service's projection of servers (fed by
+ * servers.server.* events) may not have learnt yet, such as a check-in a moment ago (the client
+ * comes from lib/rpc/peers.ts: its deadline, and SERVICE_UNAVAILABLE when it fails).
  */
 export function serverOwner(client: Client<typeof ServerLookupService>): LookupServer {
   return async (serverId, signal) => {
-    const answer = await client
-      .lookupServer({ serverId }, { timeoutMs: PEER_TIMEOUT_MS, signal })
-      .catch((err: unknown) => {
-        throw ownerUnavailable("servers", err);
-      });
+    const answer = await client.lookupServer({ serverId }, { signal });
     const state = states[answer.lifecycle];
     return answer.found && state ? { tenantId: answer.tenantId, state } : undefined;
   };
