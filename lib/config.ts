@@ -71,6 +71,8 @@ export type Config = Readonly<{
     retryScheduleMs: readonly number[];
     /** How long an ended delivery stays in the delivery log, with its attempts (WEBHOOK_LOG_RETENTION). */
     logRetentionMs: number;
+    /** A subscription failing throughout this long is disabled (WEBHOOK_DISABLE_AFTER); null: never (`off`). */
+    disableAfterMs: number | null;
   }>;
   /** Where blobs (replay archives) live: `file:///dir` or `s3://bucket?…`; unset: DATA_DIR/blobs. */
   blob: Readonly<{ url: string | undefined }>;
@@ -260,6 +262,11 @@ export function loadConfig(
   const eventRetentionMs = duration("EVENT_RETENTION", "7d");
   const inboxRetentionMs = duration("INBOX_RETENTION", "8d");
   const logRetentionMs = duration("WEBHOOK_LOG_RETENTION", "30d");
+  const disableAfterText = value("WEBHOOK_DISABLE_AFTER") ?? "5d";
+  const [disableAfter] = disableAfterText === "off" ? [null] : (parseDurationList(disableAfterText) ?? []);
+  if (disableAfter === undefined || disableAfterText.includes(",") || disableAfter === 0) {
+    problems.push(`WEBHOOK_DISABLE_AFTER must be one duration like "5d" or "36h", or "off", got "${disableAfterText}"`);
+  }
   if (inboxRetentionMs < eventRetentionMs) {
     problems.push(
       "INBOX_RETENTION must not be shorter than EVENT_RETENTION: a consumer must remember every event the bus can still redeliver",
@@ -325,6 +332,7 @@ export function loadConfig(
       timeoutMs: integer("WEBHOOK_TIMEOUT_MS", 15_000, 1, 600_000),
       retryScheduleMs: retryScheduleMs ?? [],
       logRetentionMs,
+      disableAfterMs: disableAfter ?? null,
     },
     blob: { url: blobUrl },
     pages: { tokenKey: value("PAGE_TOKEN_KEY"), tokenKeyFile: value("PAGE_TOKEN_KEY_FILE") },

@@ -86,6 +86,11 @@ describe.each(sharedSystems())("the client package on real deliveries of the eig
   let expected: string[];
   let validator: ReturnType<typeof openApiValidator>;
   let doc: any;
+  /** What the rotation test below needs: the signed client, the subscription, its receiver path, a tenant's key. */
+  let client: ReturnType<typeof createReplayClient>;
+  let subscriptionId: string;
+  let path: string;
+  let bearer: Record<string, string>;
 
   beforeAll(async () => {
     const served = await send(sys.baseUrl, "GET", "/openapi.json");
@@ -94,13 +99,15 @@ describe.each(sharedSystems())("the client package on real deliveries of the eig
     validator = openApiValidator(doc);
 
     const t = await provisionTenant(sys, { rateLimitRps: 1000, rateLimitBurst: 1000, serverLimit: 10n });
-    const client = createReplayClient({ baseUrl: sys.baseUrl, signingKey: t.signer });
-    const path = receiver.newPath();
+    bearer = t.bearer();
+    client = createReplayClient({ baseUrl: sys.baseUrl, signingKey: t.signer });
+    path = receiver.newPath();
     const created = await client.POST("/v1/webhooks", {
       body: { url: receiver.url(path), events: [...WEBHOOK_EVENT_NAMES] },
     });
     expect(created.error).toBeUndefined();
     secret = created.data?.secret ?? "";
+    subscriptionId = created.data?.id ?? "";
 
     // Which call makes which event: services/replays/lifecycle.ts and recording-service.ts
     // (decisions.md §7's table), replays-service.ts deleteReplay for asset.deleted.
@@ -193,5 +200,32 @@ describe.each(sharedSystems())("the client package on real deliveries of the eig
       // The same body signed now passes: only the age was refused.
       expect(verifyWebhook(raw, signedAt(nowS), secret).ok).toBe(true);
     }
+  });
+
+  it("during a rotation's overlap accepts a delivery with the new secret, the old or both, through either header", async () => {
+    const rotated = await client.POST("/v1/webhooks/{id}/rotate-secret", {
+      params: { path: { id: subscriptionId } },
+      body: { graceSeconds: 600 },
+    });
+    expect(rotated.error).toBeUndefined();
+    const next = rotated.data?.secret ?? "";
+    const before = receiver.requests(path).length;
+    const recording = createClient(RecordingService, createGrpcTransport({ baseUrl: sys.internalUrl }));
+    const { replayId } = await recordingOnNewServer(sys, bearer, "client-webhooks-rotation");
+    await recording.finishRecording({ replayId, sizeBytes: 1n, formatVersion: 1 });
+    const [during] = (await receiver.waitForRequests(path, before + 1, 30_000)).slice(before);
+    const raw = during?.raw ?? Buffer.alloc(0);
+    const headers = during?.headers ?? {};
+    expect(headers["x-fv-signature-next"]).toBe(webhookSignature(next, Number(headers["x-fv-timestamp"]), raw));
+    expect(verifyWebhook(raw, headers, secret).ok).toBe(true);
+    expect(verifyWebhook(raw, headers, next).ok).toBe(true);
+    expect(verifyWebhook(raw, headers, [next, secret]).ok).toBe(true);
+    // Only X-FV-Signature-Next left: the new secret still verifies it.
+    const nextOnly = { ...headers, "x-fv-signature": undefined };
+    expect(verifyWebhook(raw, nextOnly, next).ok).toBe(true);
+    expect(verifyWebhook(raw, nextOnly, secret)).toEqual({ ok: false, reason: "bad-signature" });
+    expect(verifyWebhook(raw, headers, [`whsec_${"A".repeat(43)}`])).toEqual({ ok: false, reason: "bad-signature" });
+    expect(() => verifyWebhook(raw, headers, [])).toThrow(TypeError);
+    expect(() => verifyWebhook(raw, headers, [next, ""])).toThrow(TypeError);
   });
 });

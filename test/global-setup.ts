@@ -33,6 +33,8 @@ declare module "vitest" {
       verifiersPort: number;
       /** test/client-webhooks.test.ts: the client package's verifier and event types on real deliveries. */
       clientPort: number;
+      /** test/webhook-subscriptions.test.ts: managing a subscription (decisions.md §6.1). */
+      subscriptionsPort: number;
     };
   }
 }
@@ -75,17 +77,19 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // One receiver port per test file that receives deliveries while others run: webhooks, the
   // docs/webhooks.md's example receiver, the API reference's contract test, the metrics test, the
   // Python and Go verifiers' test (test/verifiers.test.ts), the client package's (test/client-webhooks.test.ts).
-  const [receiverPort, examplePort, contractPort, metricsPort, verifiersPort, clientPort] = (await freePorts(6)) as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
+  const [receiverPort, examplePort, contractPort, metricsPort, verifiersPort, clientPort, subscriptionsPort] =
+    (await freePorts(7)) as [number, number, number, number, number, number, number];
   // A short schedule and timeout, so that retries, exhaustion and a hanging receiver fit in a test.
   const webhookEnv = {
-    WEBHOOK_ALLOW_TARGETS: [receiverPort, examplePort, contractPort, metricsPort, verifiersPort, clientPort]
+    WEBHOOK_ALLOW_TARGETS: [
+      receiverPort,
+      examplePort,
+      contractPort,
+      metricsPort,
+      verifiersPort,
+      clientPort,
+      subscriptionsPort,
+    ]
       .map((port) => `127.0.0.1:${port}`)
       .join(","),
     WEBHOOK_CA_FILE: join(templateDir, "cert.pem"),
@@ -124,6 +128,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     metricsPort,
     verifiersPort,
     clientPort,
+    subscriptionsPort,
   });
   project.provide("systems", systems.map(describeSystem));
 

@@ -159,6 +159,19 @@ describe.each(sharedSystems())("the API reference holds for every route ($mode m
     expect((await t.api("POST", "/v1/webhooks/deliveries/{id}/replay", { params: { id: delivered.id } })).status).toBe(
       409,
     );
+    const id = { id: failing.body.id };
+    expect((await t.signed("GET", "/v1/webhooks/{id}", { params: id })).status).toBe(200);
+    const patched = await t.signed("PATCH", "/v1/webhooks/{id}", { params: id, body: { rateLimitPerSecond: 100 } });
+    expect(patched.status, patched.text).toBe(200);
+    const rotated = await t.signed("POST", "/v1/webhooks/{id}/rotate-secret", {
+      params: id,
+      body: { graceSeconds: 60 },
+    });
+    expect(rotated.status, rotated.text).toBe(200);
+    const since = new Date(Date.now() - 600_000).toISOString();
+    const recovered = await t.signed("POST", "/v1/webhooks/{id}/recover", { params: id, body: { since } });
+    expect(recovered.status, recovered.text).toBe(202);
+    expect((await t.signed("GET", "/v1/webhooks/{id}/stats", { params: id })).status).toBe(200);
 
     expect((await t.signed("DELETE", "/v1/replays/{id}", { params: { id: replayId } })).status).toBe(204);
     expect((await t.signed("DELETE", "/v1/webhooks/{id}", { params: { id: sub.body.id } })).status).toBe(204);

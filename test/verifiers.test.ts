@@ -89,19 +89,21 @@ const verifiers: Verifier[] = [
   {
     title: `${PY_VERIFIER}${noPython ? ` (skipped: no ${PYTHON})` : ""}`,
     missing: noPython,
-    verify: (d) => run(PYTHON, [PY_VERIFIER, d.ts, d.sig], { WEBHOOK_SECRET: d.secret }, d.raw),
+    verify: (d) =>
+      run(PYTHON, [PY_VERIFIER, d.ts, d.sig, ...(d.next ? [d.next] : [])], { WEBHOOK_SECRET: d.secret }, d.raw),
   },
   {
     title: `${GO_VERIFIER}${noGo ? ` (skipped: no ${GO})` : ""}`,
     missing: noGo,
-    verify: (d) => run(goBinary, [d.ts, d.sig], { WEBHOOK_SECRET: d.secret }, d.raw),
+    verify: (d) => run(goBinary, [d.ts, d.sig, ...(d.next ? [d.next] : [])], { WEBHOOK_SECRET: d.secret }, d.raw),
   },
   {
     title: "@replay/client verifyWebhook",
     missing: false,
     // In process, answered as the commands answer; a refusal's reason goes where their stderr does.
     verify: async (d) => {
-      const result = verifyWebhook(d.raw, { "x-fv-timestamp": d.ts, "x-fv-signature": d.sig }, d.secret);
+      const headers = { "x-fv-timestamp": d.ts, "x-fv-signature": d.sig, "x-fv-signature-next": d.next };
+      const result = verifyWebhook(d.raw, headers, d.secret.split(","));
       return result.ok
         ? { code: 0, stdout: "verified\n", stderr: "" }
         : { code: 1, stdout: "refused\n", stderr: result.reason };
@@ -120,12 +122,14 @@ afterAll(() => rmSync(goBinary, { force: true }));
 describe.each(sharedSystems())("$mode system: a real delivery", (sys) => {
   let receiver: WebhookReceiver;
   let delivery: Delivery;
+  let overlap: Delivery & { previous: string; rotated: string };
   beforeAll(async () => {
     receiver = await startWebhookReceiver({
       port: inject("webhookReceiver").verifiersPort,
       certDir: inject("webhookReceiver").certDir,
     });
     delivery = await realDelivery(sys, receiver);
+    overlap = await deliveryAfterRotation(sys, receiver, delivery);
   }, 60_000);
   afterAll(async () => {
     await receiver?.close();
@@ -149,6 +153,25 @@ describe.each(sharedSystems())("$mode system: a real delivery", (sys) => {
       expect(r, r.stderr).toMatchObject(REFUSED);
     });
 
+    it.skipIf(verifier.missing)(
+      "during a rotation's overlap accepts one with the new secret, the old or both, and refuses it with neither",
+      async () => {
+        expect(overlap.next).toMatch(/^sha256=[0-9a-f]{64}$/);
+        for (const secret of [`${overlap.rotated},${overlap.previous}`, overlap.rotated, overlap.previous]) {
+          const r = await verifier.verify({ ...overlap, secret });
+          expect(r, `${secret}: ${r.stderr}`).toMatchObject(VERIFIED);
+        }
+        const neither = await verifier.verify({
+          ...overlap,
+          secret: `whsec_${"A".repeat(43)},whsec_${"B".repeat(43)}`,
+        });
+        expect(neither, neither.stderr).toMatchObject(REFUSED);
+        // Without X-FV-Signature-Next the new secret alone cannot verify it.
+        const withoutNext = await verifier.verify({ ...overlap, next: undefined, secret: overlap.rotated });
+        expect(withoutNext, withoutNext.stderr).toMatchObject(REFUSED);
+      },
+    );
+
     it.skipIf(verifier.missing)("refuses it correctly signed with a timestamp 301 s old", async () => {
       const stale = await verifier.verify(signedAt(delivery, Number(delivery.ts) - 301));
       expect(stale, stale.stderr).toMatchObject(REFUSED);
@@ -167,8 +190,11 @@ function signedAt(delivery: Delivery, timestampS: number): Delivery {
   return { ...delivery, ts: String(timestampS), sig: webhookSignature(delivery.secret, timestampS, delivery.raw) };
 }
 
-/** What a receiver got: the raw body and the two headers, with the subscription's secret. */
-type Delivery = { secret: string; raw: Buffer; ts: string; sig: string };
+/**
+ * What a receiver got: the raw body and the headers (X-FV-Signature-Next during a rotation's
+ * overlap), with the secrets it holds, comma-separated as WEBHOOK_SECRET takes them.
+ */
+type Delivery = { secret: string; raw: Buffer; ts: string; sig: string; next?: string };
 
 /** Subscribes the receiver and finishes a replay: the raw body and headers of the delivery it got. */
 async function realDelivery(
@@ -181,19 +207,68 @@ async function realDelivery(
     body: { url: receiver.url(path), events: ["collection.finalized"] },
   });
   expect(created.status, created.text).toBe(201);
+  const context = { sys, t, path, subscriptionId: created.body.id as string };
+  contexts.set(created.body.secret, context);
+  return { secret: created.body.secret, ...(await nextDelivery(context, receiver)) };
+}
+
+/** Where realDelivery subscribed, by its secret: deliveryAfterRotation goes on from there. */
+const contexts = new Map<
+  string,
+  {
+    sys: ReturnType<typeof sharedSystems>[number];
+    t: Awaited<ReturnType<typeof provisionTenant>>;
+    path: string;
+    subscriptionId: string;
+  }
+>();
+
+/** Finishes one more replay: the raw body and headers of the delivery it makes. */
+async function nextDelivery(
+  {
+    sys,
+    t,
+    path,
+  }: { sys: ReturnType<typeof sharedSystems>[number]; t: Awaited<ReturnType<typeof provisionTenant>>; path: string },
+  receiver: WebhookReceiver,
+): Promise<Omit<Delivery, "secret">> {
+  const before = receiver.requests(path).length;
   const { replayId } = await recordingOnNewServer(sys, t.bearer(), "verifiers");
   const recording = createClient(RecordingService, createGrpcTransport({ baseUrl: sys.internalUrl }));
   await recording.finishRecording({ replayId });
-  const [got] = await receiver.waitForRequests(path, 1, 30_000);
+  const got = (await receiver.waitForRequests(path, before + 1, 30_000))[before];
   if (!got) throw new Error("no delivery");
   // Unix seconds (10 digits until 2286), where request signing's ts is milliseconds.
   expect(got.headers["x-fv-timestamp"]).toMatch(/^\d{10}$/);
+  const next = got.headers["x-fv-signature-next"];
   return {
-    secret: created.body.secret,
     raw: got.raw,
     ts: String(got.headers["x-fv-timestamp"]),
     sig: String(got.headers["x-fv-signature"]),
+    ...(typeof next === "string" ? { next } : {}),
   };
+}
+
+/** Rotates the subscription's secret with an overlap: a delivery made during it, with both secrets. */
+async function deliveryAfterRotation(
+  sys: ReturnType<typeof sharedSystems>[number],
+  receiver: WebhookReceiver,
+  first: Delivery,
+): Promise<Delivery & { previous: string; rotated: string }> {
+  const context = contexts.get(first.secret);
+  if (!context) throw new Error("no subscription for that delivery");
+  const rotated = await sendSigned(
+    sys.baseUrl,
+    context.t.signer,
+    "POST",
+    `/v1/webhooks/${context.subscriptionId}/rotate-secret`,
+    {
+      body: { graceSeconds: 600 },
+    },
+  );
+  expect(rotated.status, rotated.text).toBe(200);
+  const got = await nextDelivery(context, receiver);
+  return { ...got, secret: first.secret, previous: first.secret, rotated: rotated.body.secret };
 }
 
 // Requests the gateway must accept, each signed and sent by the Python file: repeated names, a

@@ -1,8 +1,10 @@
 // Verifies a webhook delivery with Go's standard library alone. In a receiver:
 //
-//	Verify(secret, r.Header.Get("X-FV-Timestamp"), r.Header.Get("X-FV-Signature"), rawBody, time.Now())
+//	Verify([]string{secret}, r.Header.Get("X-FV-Timestamp"),
+//		[]string{r.Header.Get("X-FV-Signature"), r.Header.Get("X-FV-Signature-Next")}, rawBody, time.Now())
 //
-// From a shell: WEBHOOK_SECRET=whsec_… go run main.go TIMESTAMP SIGNATURE < raw-body
+// During a secret rotation's overlap pass both secrets: []string{newSecret, oldSecret}.
+// From a shell: WEBHOOK_SECRET=whsec_…[,whsec_…] go run main.go TIMESTAMP SIGNATURE [SIGNATURE_NEXT] < raw-body
 package main
 
 import (
@@ -13,14 +15,16 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // Tolerance refuses a captured delivery replayed later.
 const Tolerance = 300 * time.Second
 
-// Verify reports whether signature is "sha256=" + hex HMAC-SHA256(secret, timestamp + "." + rawBody).
-func Verify(secret, timestamp, signature string, rawBody []byte, now time.Time) bool {
+// Verify reports whether a signature (an empty one is an absent header) is "sha256=" + hex
+// HMAC-SHA256(secret, timestamp + "." + rawBody) for one of the secrets.
+func Verify(secrets []string, timestamp string, signatures []string, rawBody []byte, now time.Time) bool {
 	ts, err := strconv.ParseUint(timestamp, 10, 40)
 	if err != nil {
 		return false
@@ -28,11 +32,22 @@ func Verify(secret, timestamp, signature string, rawBody []byte, now time.Time) 
 	if age := now.Sub(time.Unix(int64(ts), 0)); age > Tolerance || age < -Tolerance {
 		return false
 	}
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(timestamp + "."))
-	mac.Write(rawBody) // sign-check the raw bytes, before any JSON parsing
-	expected := "sha256=" + hex.EncodeToString(mac.Sum(nil))
-	return hmac.Equal([]byte(expected), []byte(signature)) // constant time
+	ok := false
+	for _, secret := range secrets {
+		if secret == "" {
+			panic("an empty secret: is WEBHOOK_SECRET set?")
+		}
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write([]byte(timestamp + "."))
+		mac.Write(rawBody) // sign-check the raw bytes, before any JSON parsing
+		expected := []byte("sha256=" + hex.EncodeToString(mac.Sum(nil)))
+		for _, signature := range signatures {
+			if signature != "" && hmac.Equal(expected, []byte(signature)) { // constant time
+				ok = true
+			}
+		}
+	}
+	return ok
 }
 
 func main() {
@@ -40,7 +55,8 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
-	if !Verify(os.Getenv("WEBHOOK_SECRET"), os.Args[1], os.Args[2], body, time.Now()) {
+	secrets := strings.Split(os.Getenv("WEBHOOK_SECRET"), ",")
+	if !Verify(secrets, os.Args[1], os.Args[2:], body, time.Now()) {
 		fmt.Println("refused")
 		os.Exit(1)
 	}

@@ -148,7 +148,7 @@ function operation(route: Route): Record<string, unknown> {
     ...(doc.requestBody
       ? {
           requestBody: {
-            required: true,
+            required: !doc.requestBodyOptional,
             content: { "application/json": { schema: { $ref: `#/components/schemas/${doc.requestBody}` } } },
           },
         }

@@ -220,6 +220,78 @@ export const schemas: Record<string, JsonSchema> = {
     }),
   },
   SubscriptionList: object({ subscriptions: { type: "array", items: ref("Subscription") } }),
+  SubscriptionRecord: object({
+    id: uuid,
+    url: { type: "string" },
+    events: { type: "array", items: { type: "string", enum: [...WEBHOOK_EVENTS] } },
+    createdAt: timestamp,
+    disabled: { type: "boolean", description: "Nothing is sent while disabled; events are held." },
+    disabledReason: nullable({ type: "string", enum: ["manual", "failing"], description: "Null when enabled." }),
+    disabledAt: nullable(timestamp),
+    rateLimitPerSecond: nullable({ type: "integer", minimum: 1, maximum: 10_000, description: "Null: unlimited." }),
+    previousSecretExpiresAt: nullable({
+      ...timestamp,
+      description: "When the previous secret stops signing `X-FV-Signature`; null when no overlap runs.",
+    }),
+  }),
+  SubscriptionUpdate: {
+    type: "object",
+    properties: {
+      url: { type: "string", format: "uri", maxLength: 2048, description: "The create's rules." },
+      events: {
+        type: "array",
+        minItems: 1,
+        maxItems: 32,
+        uniqueItems: true,
+        items: { type: "string", enum: [...WEBHOOK_EVENTS] },
+      },
+      disabled: { type: "boolean" },
+      rateLimitPerSecond: nullable({ type: "integer", minimum: 1, maximum: 10_000, description: "Null: unlimited." }),
+    },
+    additionalProperties: false,
+    minProperties: 1,
+    examples: [{ disabled: false }, { url: "https://hooks.example.com/v2/replays", rateLimitPerSecond: 50 }],
+  },
+  SecretRotation: {
+    type: "object",
+    properties: {
+      graceSeconds: {
+        type: "integer",
+        minimum: 0,
+        maximum: 604_800,
+        default: 86_400,
+        description: "How long the previous secret keeps signing `X-FV-Signature`.",
+      },
+    },
+  },
+  SecretRotated: object({
+    secret: {
+      type: "string",
+      pattern: "^whsec_[A-Za-z0-9_-]{43}$",
+      description: "The new signing secret: shown in this response only.",
+    },
+    previousSecretExpiresAt: nullable({ ...timestamp, description: "Null with a grace of 0." }),
+  }),
+  DeliveryRecovery: {
+    type: "object",
+    properties: {
+      since: { ...timestamp, description: "Deliveries created at or after this time; within the log's retention." },
+      until: { ...timestamp, description: "Deliveries created before this time; default now." },
+    },
+    required: ["since"],
+  },
+  DeliveriesRecovered: object({
+    queued: { type: "integer", minimum: 0, maximum: 10_000, description: "Manual attempts queued by this call." },
+  }),
+  SubscriptionStats: object({
+    pending: { type: "integer", minimum: 0, description: "Deliveries pending now." },
+    last24h: ref("AttemptCounts"),
+    last7d: ref("AttemptCounts"),
+  }),
+  AttemptCounts: object({
+    succeeded: { type: "integer", minimum: 0 },
+    failed: { type: "integer", minimum: 0 },
+  }),
   DeliveryAttempt: object({
     attempt: { type: "integer", minimum: 1 },
     trigger: { type: "string", enum: ["automatic", "manual"] },

@@ -1,4 +1,4 @@
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { type Timestamp, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { hasLoneSurrogate, hasNul } from "../../lib/text.js";
 import { timestampIso } from "../../lib/timestamp-iso.js";
 
@@ -147,4 +147,21 @@ function decodeOrKeep(text: string): string {
   } catch {
     return text;
   }
+}
+
+const RFC_3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+
+/**
+ * An optional RFC 3339 time of a JSON body as a protobuf Timestamp (to the millisecond): absent or
+ * null is unset; anything else that is not such a time is recorded in `malformed`.
+ */
+export function timeField(body: Record<string, unknown>, field: string, malformed: string[]): Timestamp | undefined {
+  const value = body[field];
+  if (value === undefined || value === null) return undefined;
+  const ms = typeof value === "string" && RFC_3339.test(value) ? Date.parse(value) : Number.NaN;
+  if (Number.isNaN(ms)) {
+    malformed.push(field);
+    return undefined;
+  }
+  return timestampFromMs(ms);
 }

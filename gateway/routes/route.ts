@@ -65,6 +65,8 @@ export type RouteDoc = {
   headers?: readonly ParameterDoc[];
   /** The JSON body the route reads. */
   requestBody?: string;
+  /** The body may be left out (an empty object). */
+  requestBodyOptional?: boolean;
   success: { status: number; description: string; schema?: string };
   errors: readonly ErrorCode[];
 };

@@ -7,6 +7,7 @@ import { markerRoutes } from "./markers.js";
 import { replayRoutes } from "./replays.js";
 import type { Route } from "./route.js";
 import { serverRoutes } from "./servers.js";
+import { webhookSubscriptionRoutes } from "./webhook-subscriptions.js";
 import { webhookRoutes } from "./webhooks.js";
 
 export type BackendClients = {
@@ -26,5 +27,6 @@ export function publicRoutes(clients: BackendClients): Route[] {
     ...serverRoutes(clients.servers),
     ...replayRoutes(clients.replays),
     ...webhookRoutes(clients.webhooks),
+    ...webhookSubscriptionRoutes(clients.webhooks),
   ];
 }

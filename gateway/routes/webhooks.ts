@@ -24,7 +24,7 @@ const triggers: Record<AttemptTrigger, string | null> = {
 };
 
 /** A subscription as GET /v1/webhooks lists it (decisions.md §6): never its secret. */
-function subscriptionJson(s: Subscription | undefined) {
+export function subscriptionJson(s: Subscription | undefined) {
   return { id: s?.subscriptionId, url: s?.url, events: s?.events, createdAt: isoOrNull(s?.createdAt) };
 }
 
@@ -53,8 +53,8 @@ export function deliveryJson(d: Delivery | undefined) {
   };
 }
 
-/** `events` of a create body: an array of strings as sent, or malformed (any other JSON type). */
-function eventsField(body: Record<string, unknown>, malformed: string[]): string[] {
+/** `events` of a create or PATCH body: an array of strings as sent, or malformed (any other JSON type). */
+export function eventsField(body: Record<string, unknown>, malformed: string[]): string[] {
   const value = body.events;
   if (Array.isArray(value) && value.every((name) => typeof name === "string" && !hasNul(name))) return value;
   malformed.push("events");

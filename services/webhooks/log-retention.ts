@@ -1,7 +1,7 @@
 import type { Db } from "../../lib/db/types.js";
 import { logger } from "../../lib/log.js";
 import type { WorkerSpec } from "../../lib/worker/worker.js";
-import { deleteDeliveriesExpired } from "./retention-store.js";
+import { deleteAttemptHoursExpired, deleteDeliveriesExpired } from "./retention-store.js";
 
 const log = logger("webhooks:log-retention");
 
@@ -17,7 +17,8 @@ export type LogRetentionDeps = {
 
 /**
  * Drops ended deliveries, with their attempts, once WEBHOOK_LOG_RETENTION has passed since they
- * ended (decisions.md §6.1 "Retention"); a pending one stays however old. Runs whether or not
+ * ended (decisions.md §6.1 "Retention"); a pending one stays however old; and the stats' hourly
+ * attempt counts past the eight days they serve. Runs whether or not
  * WEBHOOK_DELIVERY is on: a deployment that turned delivery off still holds the log it had.
  */
 export function logRetentionWorker(deps: LogRetentionDeps): WorkerSpec {
@@ -28,7 +29,8 @@ export function logRetentionWorker(deps: LogRetentionDeps): WorkerSpec {
     async round() {
       const deleted = await deleteDeliveriesExpired(deps.db, deps.retentionMs, batchSize);
       if (deleted > 0) log.info({ deleted }, "pruned the delivery log");
-      return deleted === batchSize;
+      const hours = await deleteAttemptHoursExpired(deps.db, batchSize);
+      return deleted === batchSize || hours === batchSize;
     },
   };
 }

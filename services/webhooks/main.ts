@@ -40,6 +40,7 @@ export const webhooksService: ServiceSpec = {
           client: createDeliveryClient({ timeoutMs: settings.timeoutMs, allowTargets, extraCaPem }),
           retryScheduleMs: settings.retryScheduleMs,
           timeoutMs: settings.timeoutMs,
+          disableAfterMs: settings.disableAfterMs,
         })
       : undefined;
     const onQueued = () => worker?.wake();
@@ -48,6 +49,7 @@ export const webhooksService: ServiceSpec = {
       pageTokens: createPageTokens(key),
       delivery: settings.delivery,
       urls: { resolve: resolverWithin(systemResolver, SUBSCRIPTION_LOOKUP_MS), allowTargets },
+      logRetentionMs: settings.logRetentionMs,
       onQueued,
     });
     return {

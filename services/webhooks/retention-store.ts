@@ -32,3 +32,20 @@ export async function deleteDeliveriesExpired(q: Queryable, retentionMs: number,
   );
   return rowCount;
 }
+
+/** How long attempt_hourly keeps an hour: the stats read the last 168. */
+export const ATTEMPT_HOURS_KEPT = 8 * 24;
+
+/** Deletes up to `limit` hourly attempt counts older than ATTEMPT_HOURS_KEPT; returns how many went. */
+export async function deleteAttemptHoursExpired(q: Queryable, limit: number): Promise<number> {
+  const { rowCount } = await q.query(
+    `DELETE FROM webhooks.attempt_hourly
+      WHERE ctid = ANY (ARRAY(
+        SELECT ctid FROM webhooks.attempt_hourly
+         WHERE hour < now() - $1 * interval '1 hour'
+         LIMIT $2
+           FOR UPDATE SKIP LOCKED))`,
+    [ATTEMPT_HOURS_KEPT, limit],
+  );
+  return rowCount;
+}

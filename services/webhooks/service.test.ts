@@ -29,6 +29,7 @@ async function webhooksOn(delivery = true) {
     pageTokens: createPageTokens(randomBytes(32)),
     delivery,
     urls: { resolve, allowTargets: new Set() },
+    logRetentionMs: 30 * 86_400_000,
     onQueued: () => {
       queued++;
     },

@@ -1,6 +1,6 @@
 import { PLANNED_PER_CALL } from "../../lib/db/statements.js";
 import type { Queryable, Tx } from "../../lib/db/types.js";
-import { bringDueForward, type ClaimedDelivery } from "./delivery/queue-store.js";
+import { bringDueForward, type ClaimedDelivery, signingSecrets } from "./delivery/queue-store.js";
 
 // SQL of schema `webhooks`, the API's half: subscriptions, the fan-out that stores deliveries, the
 // delivery log and manual replay. The delivery worker's queue (claim, record, release) is the
@@ -11,9 +11,17 @@ export type SubscriptionRow = {
   url: string;
   events: string[];
   created_at: Date;
+  disabled: boolean;
+  disabled_reason: "manual" | "failing" | null;
+  disabled_at: Date | null;
+  rate_limit_per_second: number | null;
+  /** Null once the overlap is over, whatever the column holds. */
+  previous_secret_expires_at: Date | null;
 };
 
-const subscriptionColumns = "subscription_id, url, events, created_at";
+export const subscriptionColumns = `subscription_id, url, events, created_at, disabled, disabled_reason, disabled_at,
+  rate_limit_per_second,
+  CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at END AS previous_secret_expires_at`;
 
 export async function insertSubscription(
   q: Queryable,
@@ -105,7 +113,8 @@ export type FanOut = { leased: ClaimedDelivery[]; waiting: number };
  * `firstAttemptAt`. With `lease`, those due at once are leased to this process's worker within its
  * caps, their first attempt opened in the log (claimDeliveries), and come back with what their
  * attempt needs: nothing is sent before the deliveries and their attempts are stored, so every
- * request sent is in the log (issue 28). A subscription deleted meanwhile
+ * request sent is in the log. A disabled subscription's deliveries are held (no attempt due) and a
+ * rate-limited one's left to the claims, which keep its rate. A subscription deleted meanwhile
  * gets nothing; one created meanwhile that names the event gets a delivery. Each subscription's due
  * time comes forward to its new deliveries' (a leased one's: when its lease ends, should its
  * holder stop before recording it). An event the bus
@@ -123,8 +132,8 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
      ), busy AS (
        SELECT * FROM unnest((SELECT $10::uuid[]), (SELECT $11::int[])) AS b(subscription_id, n)
      ), t AS (
-       SELECT e.*, s.subscription_id, s.url, s.secret,
-              e.due_now
+       SELECT e.*, s.subscription_id, s.url, ${signingSecrets("s")}, s.disabled,
+              e.due_now AND NOT s.disabled AND s.rate_limit_per_second IS NULL
                 AND COALESCE(b.n, 0) + row_number() OVER (PARTITION BY s.subscription_id, e.due_now ORDER BY e.event_id)
                     <= (SELECT $12::int) AS due
          FROM e
@@ -139,7 +148,7 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
               (delivery_id, tenant_id, subscription_id, event_id, event, body, status, next_attempt_at,
                attempt_count, lease_owner, lease_expires_at, traceparent)
        SELECT webhooks.uuid7(), c.tenant_id, c.subscription_id, c.event_id, c.event, c.body, 'pending',
-              c.first_attempt_at, c.leased::int,
+              CASE WHEN NOT c.disabled THEN c.first_attempt_at END, c.leased::int,
               CASE WHEN c.leased THEN $8::text END,
               CASE WHEN c.leased THEN now() + $9::int * interval '1 millisecond' END,
               c.traceparent
@@ -153,7 +162,7 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
      )${bringDueForward("d", "next_attempt_at")}
      SELECT d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, d.traceparent, d.leased,
             CASE WHEN d.leased THEN c.url END AS url, CASE WHEN d.leased THEN c.secret END AS secret,
-            false AS manual, 0 AS automatic_attempts, 1 AS attempt
+            CASE WHEN d.leased THEN c.next_secret END AS next_secret, false AS manual, 0 AS automatic_attempts, 1 AS attempt
        FROM d JOIN c USING (subscription_id, event_id)`,
     [
       events.map((e) => e.eventId),

@@ -13,11 +13,14 @@ import { isUuid, newId } from "../../lib/ids.js";
 import { pageSizeOf } from "../../lib/page/size.js";
 import { isPositionTimestamp, type PageTokens } from "../../lib/page/token.js";
 import { requireTenant } from "../../lib/rpc/context.js";
+import { webhookSubscriptionsDisabled } from "./delivery/metrics.js";
 import { generateWebhookSecret } from "./delivery/secret.js";
 import type { AllowTargets, Resolver } from "./delivery/target.js";
 import { vetWebhookUrl } from "./delivery/webhook-url.js";
 import { webhookEvents } from "./payload.js";
 import * as store from "./store.js";
+import { eventsViolation, graceSecondsOf, recoverWindow, subscriptionChange } from "./subscription-rules.js";
+import * as subscriptions from "./subscription-store.js";
 
 export type WebhooksDeps = {
   db: Db;
@@ -26,11 +29,11 @@ export type WebhooksDeps = {
   delivery: boolean;
   /** How subscription URLs are resolved and vetted (decisions.md §6). */
   urls: { resolve: Resolver; allowTargets: AllowTargets };
+  /** WEBHOOK_LOG_RETENTION: a recover cannot reach further back than the log keeps. */
+  logRetentionMs: number;
   /** Wakes this process's delivery worker once a manual attempt is queued. */
   onQueued: () => void;
 };
-
-export const SUBSCRIPTION_EVENTS_MAX = 32;
 
 const statuses = {
   pending: DeliveryStatus.PENDING,
@@ -45,6 +48,13 @@ function toSubscription(row: store.SubscriptionRow): Omit<Subscription, "$typeNa
     url: row.url,
     events: row.events,
     createdAt: timestampFromDate(row.created_at),
+    disabled: row.disabled,
+    disabledReason: row.disabled_reason ?? undefined,
+    disabledAt: row.disabled_at ? timestampFromDate(row.disabled_at) : undefined,
+    rateLimitPerSecond: row.rate_limit_per_second ?? undefined,
+    previousSecretExpiresAt: row.previous_secret_expires_at
+      ? timestampFromDate(row.previous_secret_expires_at)
+      : undefined,
   };
 }
 
@@ -87,26 +97,21 @@ async function withAttempts(db: Db, rows: readonly store.DeliveryRow[]) {
   return rows.map((row) => toDelivery(row, byDelivery.get(row.delivery_id) ?? []));
 }
 
-/** The `events` violation of a create: 1 to 32 unique names of the eight, matched exactly. */
-function eventsViolation(events: readonly string[]): FieldViolation | undefined {
-  const known = new Set<string>(webhookEvents);
-  const valid = `the valid names are ${webhookEvents.join(", ")}`;
-  const unknown = events.filter((name) => !known.has(name));
-  let detail: string | undefined;
-  if (unknown.length > 0) detail = `unknown event name ${JSON.stringify(unknown[0])}; ${valid}`;
-  else if (events.length === 0) detail = `events must name at least one event; ${valid}`;
-  else if (events.length > SUBSCRIPTION_EVENTS_MAX)
-    detail = `events may name at most ${SUBSCRIPTION_EVENTS_MAX} events; ${valid}`;
-  else if (new Set(events).size !== events.length) detail = `events must not repeat a name; ${valid}`;
-  return detail === undefined ? undefined : { field: "events", code: "VALIDATION_ERROR", detail };
-}
-
 function isPosition(value: unknown): value is store.DeliveryPosition {
   const p = value as store.DeliveryPosition | null;
   return typeof p === "object" && p !== null && isPositionTimestamp(p.createdAt) && isUuid(p.deliveryId);
 }
 
 const subscriptionNotFound = () => new DomainError("SUBSCRIPTION_NOT_FOUND", "no such subscription");
+/** The tenant's subscription by that id, or SUBSCRIPTION_NOT_FOUND (a malformed id included). */
+async function subscriptionOf(db: Db, tenantId: string, subscriptionId: string): Promise<store.SubscriptionRow> {
+  const found = isUuid(subscriptionId)
+    ? await subscriptions.findSubscription(db, tenantId, subscriptionId.toLowerCase())
+    : undefined;
+  if (!found) throw subscriptionNotFound();
+  return found;
+}
+
 const deliveryNotFound = () => new DomainError("DELIVERY_NOT_FOUND", "no such delivery");
 
 /** The webhooks API (spec "Webhooks", decisions.md §6): subscriptions, the delivery log, manual replay. */
@@ -209,6 +214,57 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
       deps.onQueued();
       const [delivery] = await withAttempts(db, [replayed]);
       return { delivery };
+    },
+
+    async getSubscription(req, ctx) {
+      const found = await subscriptionOf(db, requireTenant(ctx), req.subscriptionId);
+      return { subscription: toSubscription(found) };
+    },
+
+    async updateSubscription(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      const found = await subscriptionOf(db, tenantId, req.subscriptionId);
+      const change = await subscriptionChange(req, deps.urls);
+      const row = await db.transaction((tx) =>
+        subscriptions.updateSubscription(tx, tenantId, found.subscription_id, change),
+      );
+      if (!row) throw subscriptionNotFound();
+      if (change.disabled === true && !found.disabled) webhookSubscriptionsDisabled.inc({ reason: "manual" });
+      if (change.disabled === false && found.disabled) deps.onQueued();
+      return { subscription: toSubscription(row) };
+    },
+
+    async rotateSubscriptionSecret(req, ctx) {
+      const tenantId = requireTenant(ctx);
+      const found = await subscriptionOf(db, tenantId, req.subscriptionId);
+      const graceSeconds = graceSecondsOf(req);
+      const secret = generateWebhookSecret();
+      const rotated = await subscriptions.rotateSecret(db, tenantId, found.subscription_id, secret, graceSeconds);
+      if (!rotated) throw subscriptionNotFound();
+      return {
+        secret,
+        previousSecretExpiresAt: rotated.previous_secret_expires_at
+          ? timestampFromDate(rotated.previous_secret_expires_at)
+          : undefined,
+      };
+    },
+
+    async recoverDeliveries(req, ctx) {
+      const found = await subscriptionOf(db, requireTenant(ctx), req.subscriptionId);
+      const window = recoverWindow(req, deps.logRetentionMs);
+      const queued = await subscriptions.recoverDeliveries(db, found.subscription_id, window.since, window.until);
+      if (queued > 0) deps.onQueued();
+      return { queued };
+    },
+
+    async getSubscriptionStats(req, ctx) {
+      const found = await subscriptionOf(db, requireTenant(ctx), req.subscriptionId);
+      const stats = await subscriptions.subscriptionStats(db, found.subscription_id);
+      return {
+        pending: BigInt(stats.pending),
+        last24h: { succeeded: BigInt(stats.last24h.succeeded), failed: BigInt(stats.last24h.failed) },
+        last7d: { succeeded: BigInt(stats.last7d.succeeded), failed: BigInt(stats.last7d.failed) },
+      };
     },
   };
 }

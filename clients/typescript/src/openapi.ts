@@ -278,7 +278,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Get a subscription
+         * @description With its state: disabled or not (and why), its rate limit and any secret overlap running.
+         */
+        get: operations["getSubscription"];
         put?: never;
         post?: never;
         /**
@@ -288,7 +292,11 @@ export interface paths {
         delete: operations["deleteSubscription"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a subscription
+         * @description Any of `url`, `events`, `disabled`, `rateLimitPerSecond`. A new `url` applies to every attempt made after the change, retries of stored deliveries included; new `events` to events that arrive after it. While disabled nothing is sent (a manual replay or a recover excepted) and events are held as pending deliveries with no attempt due; enabling sends them, oldest first.
+         */
+        patch: operations["updateSubscription"];
         trace?: never;
     };
     "/v1/webhooks/{id}/deliveries": {
@@ -342,6 +350,66 @@ export interface paths {
          * @description Queues one more attempt at once, with the same body and a fresh signature, and adds 1 to `retry_count`. Any delivery not yet succeeded can be replayed; there is no idempotency key: each call is one more attempt. Scope: `collections:write`.
          */
         post: operations["replayDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a subscription's secret
+         * @description A new secret, shown in this response only. For `graceSeconds` (default 86 400, at most 604 800) every delivery still carries `X-FV-Signature` made with the previous secret, and `X-FV-Signature-Next` made with the new one; after it, `X-FV-Signature` uses the new secret. A rotation during an overlap starts a new one from the secret then current.
+         */
+        post: operations["rotateSubscriptionSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/recover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send failed deliveries again
+         * @description Every `failed` delivery created in [`since`, `until`) gets one manual attempt queued, as a replay does (`retry_count` + 1), oldest first, at most 10 000 a call: call again for more. Sent even while the subscription is disabled.
+         */
+        post: operations["recoverDeliveries"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A subscription's delivery figures
+         * @description Deliveries pending now, and finished attempts by outcome over the last 24 hours and 7 days (counted by the hour: this hour so far and the 23, or 167, before it).
+         */
+        get: operations["getSubscriptionStats"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1016,6 +1084,104 @@ export interface components {
         };
         SubscriptionList: {
             subscriptions: components["schemas"]["Subscription"][];
+        };
+        SubscriptionRecord: {
+            /** Format: uuid */
+            id: string;
+            url: string;
+            events: ("collection.finalized" | "collection.released" | "collection.revoked" | "asset.processing" | "asset.ready" | "asset.failed" | "asset.expired" | "asset.deleted")[];
+            /**
+             * Format: date-time
+             * @description RFC 3339 UTC with millisecond precision and a Z suffix.
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            createdAt: string;
+            /** @description Nothing is sent while disabled; events are held. */
+            disabled: boolean;
+            /**
+             * @description Null when enabled.
+             * @enum {string|null}
+             */
+            disabledReason: "manual" | "failing" | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339 UTC with millisecond precision and a Z suffix.
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            disabledAt: string | null;
+            /** @description Null: unlimited. */
+            rateLimitPerSecond: number | null;
+            /**
+             * Format: date-time
+             * @description When the previous secret stops signing `X-FV-Signature`; null when no overlap runs.
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            previousSecretExpiresAt: string | null;
+        };
+        /**
+         * @example {
+         *       "disabled": false
+         *     }
+         * @example {
+         *       "url": "https://hooks.example.com/v2/replays",
+         *       "rateLimitPerSecond": 50
+         *     }
+         */
+        SubscriptionUpdate: {
+            /**
+             * Format: uri
+             * @description The create's rules.
+             */
+            url?: string;
+            events?: ("collection.finalized" | "collection.released" | "collection.revoked" | "asset.processing" | "asset.ready" | "asset.failed" | "asset.expired" | "asset.deleted")[];
+            disabled?: boolean;
+            /** @description Null: unlimited. */
+            rateLimitPerSecond?: number | null;
+        };
+        SecretRotation: {
+            /**
+             * @description How long the previous secret keeps signing `X-FV-Signature`.
+             * @default 86400
+             */
+            graceSeconds: number;
+        };
+        SecretRotated: {
+            /** @description The new signing secret: shown in this response only. */
+            secret: string;
+            /**
+             * Format: date-time
+             * @description Null with a grace of 0.
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            previousSecretExpiresAt: string | null;
+        };
+        DeliveryRecovery: {
+            /**
+             * Format: date-time
+             * @description Deliveries created at or after this time; within the log's retention.
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            since: string;
+            /**
+             * Format: date-time
+             * @description Deliveries created before this time; default now.
+             * @example 2026-11-26T09:30:00.000Z
+             */
+            until?: string;
+        };
+        DeliveriesRecovered: {
+            /** @description Manual attempts queued by this call. */
+            queued: number;
+        };
+        SubscriptionStats: {
+            /** @description Deliveries pending now. */
+            pending: number;
+            last24h: components["schemas"]["AttemptCounts"];
+            last7d: components["schemas"]["AttemptCounts"];
+        };
+        AttemptCounts: {
+            succeeded: number;
+            failed: number;
         };
         DeliveryAttempt: {
             attempt: number;
@@ -3268,6 +3434,101 @@ export interface operations {
             };
         };
     };
+    getSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscription's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscription; never its secret. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubscriptionRecord"];
+                };
+            };
+            /** @description `INVALID_BODY` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_BODY";
+                    };
+                };
+            };
+            /** @description `UNAUTHENTICATED`, `MISSING_TENANT`, `INVALID_SIGNATURE`, `REQUEST_EXPIRED`, `NONCE_REUSED` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHENTICATED" | "MISSING_TENANT" | "INVALID_SIGNATURE" | "REQUEST_EXPIRED" | "NONCE_REUSED";
+                    };
+                };
+            };
+            /** @description `SUBSCRIPTION_NOT_FOUND` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "SUBSCRIPTION_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
     deleteSubscription: {
         parameters: {
             query?: never;
@@ -3332,6 +3593,117 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {unknown} */
                         code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    updateSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscription's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SubscriptionUpdate"];
+            };
+        };
+        responses: {
+            /** @description The subscription after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubscriptionRecord"];
+                };
+            };
+            /** @description `INVALID_BODY` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_BODY";
+                    };
+                };
+            };
+            /** @description `UNAUTHENTICATED`, `MISSING_TENANT`, `INVALID_SIGNATURE`, `REQUEST_EXPIRED`, `NONCE_REUSED` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHENTICATED" | "MISSING_TENANT" | "INVALID_SIGNATURE" | "REQUEST_EXPIRED" | "NONCE_REUSED";
+                    };
+                };
+            };
+            /** @description `SUBSCRIPTION_NOT_FOUND` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "SUBSCRIPTION_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "VALIDATION_ERROR";
                     };
                 };
             };
@@ -3634,6 +4006,323 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"] & {
                         /** @enum {unknown} */
                         code?: "DELIVERY_NOT_REPLAYABLE";
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    rotateSubscriptionSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscription's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["SecretRotation"];
+            };
+        };
+        responses: {
+            /** @description The new secret. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretRotated"];
+                };
+            };
+            /** @description `INVALID_BODY` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_BODY";
+                    };
+                };
+            };
+            /** @description `UNAUTHENTICATED`, `MISSING_TENANT`, `INVALID_SIGNATURE`, `REQUEST_EXPIRED`, `NONCE_REUSED` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHENTICATED" | "MISSING_TENANT" | "INVALID_SIGNATURE" | "REQUEST_EXPIRED" | "NONCE_REUSED";
+                    };
+                };
+            };
+            /** @description `SUBSCRIPTION_NOT_FOUND` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "SUBSCRIPTION_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    recoverDeliveries: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscription's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeliveryRecovery"];
+            };
+        };
+        responses: {
+            /** @description How many attempts were queued. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveriesRecovered"];
+                };
+            };
+            /** @description `INVALID_BODY` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_BODY";
+                    };
+                };
+            };
+            /** @description `UNAUTHENTICATED`, `MISSING_TENANT`, `INVALID_SIGNATURE`, `REQUEST_EXPIRED`, `NONCE_REUSED` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHENTICATED" | "MISSING_TENANT" | "INVALID_SIGNATURE" | "REQUEST_EXPIRED" | "NONCE_REUSED";
+                    };
+                };
+            };
+            /** @description `SUBSCRIPTION_NOT_FOUND` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "SUBSCRIPTION_NOT_FOUND";
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "PAYLOAD_TOO_LARGE";
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "VALIDATION_ERROR";
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "INTERNAL_ERROR";
+                    };
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "SERVICE_UNAVAILABLE";
+                    };
+                };
+            };
+        };
+    };
+    getSubscriptionStats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscription's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The figures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubscriptionStats"];
+                };
+            };
+            /** @description `INVALID_BODY` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "INVALID_BODY";
+                    };
+                };
+            };
+            /** @description `UNAUTHENTICATED`, `MISSING_TENANT`, `INVALID_SIGNATURE`, `REQUEST_EXPIRED`, `NONCE_REUSED` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "UNAUTHENTICATED" | "MISSING_TENANT" | "INVALID_SIGNATURE" | "REQUEST_EXPIRED" | "NONCE_REUSED";
+                    };
+                };
+            };
+            /** @description `SUBSCRIPTION_NOT_FOUND` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {unknown} */
+                        code?: "SUBSCRIPTION_NOT_FOUND";
                     };
                 };
             };

@@ -71,36 +71,50 @@ function header(headers: WebhookHeaders, name: string): string | undefined {
   return typeof value === "string" ? value : undefined;
 }
 
+/** Whether `sent` is `sha256=` and the hex HMAC of `<timestamp>.<raw body>` under `secret`, compared in constant time. */
+function signedWith(secret: string, timestamp: string, rawBody: Uint8Array | string, sent: string): boolean {
+  const mac = createHmac("sha256", Buffer.from(secret, "utf8")).update(`${timestamp}.`, "utf8").update(rawBody);
+  const expected = Buffer.from(`sha256=${mac.digest("hex")}`, "utf8");
+  const received = Buffer.from(sent, "utf8");
+  // The expected length is public (always "sha256=" and 64 hex digits); only the content is secret.
+  return received.length === expected.length && timingSafeEqual(received, expected);
+}
+
 /**
  * Checks one delivery: the signature over the raw body bytes exactly as received (before any JSON
  * parsing), compared in constant time, and a timestamp within the tolerance. Returns the parsed
  * event only when both hold, typed by the API reference's schema (which a signed body, the
  * service's own, holds to; its fields are not checked one by one). Deliveries may repeat: act on
  * each `event_id` once.
+ *
+ * During a secret rotation's overlap pass every secret the receiver holds (`[newSecret,
+ * oldSecret]`): a delivery is accepted when `X-FV-Signature` or `X-FV-Signature-Next` matches any
+ * of them (docs/webhooks.md, "Rotating the secret").
  */
 export function verifyWebhook(
   rawBody: Uint8Array | string,
   headers: WebhookHeaders,
-  secret: string,
+  secret: string | readonly string[],
   options: VerifyWebhookOptions = {},
 ): VerifyWebhookResult {
+  const secrets = typeof secret === "string" ? [secret] : Array.isArray(secret) ? secret : [];
   // An empty secret is an unset variable: with it, anyone could sign a delivery that passes.
-  if (typeof secret !== "string" || secret === "") throw new TypeError("verifyWebhook needs the subscription's secret");
+  if (secrets.length === 0 || secrets.some((s) => typeof s !== "string" || s === "")) {
+    throw new TypeError("verifyWebhook needs the subscription's secret");
+  }
   const tolerance = options.toleranceSeconds ?? 300;
   if (!Number.isFinite(tolerance) || tolerance < 0)
     throw new RangeError(`toleranceSeconds must be a number of seconds, not ${tolerance}`);
   const timestamp = header(headers, "x-fv-timestamp");
-  const sent = header(headers, "x-fv-signature");
-  if (timestamp === undefined || sent === undefined || !/^\d{1,12}$/.test(timestamp)) {
+  const sent = [header(headers, "x-fv-signature"), header(headers, "x-fv-signature-next")].filter(
+    (value): value is string => value !== undefined,
+  );
+  if (timestamp === undefined || sent.length === 0 || !/^\d{1,12}$/.test(timestamp)) {
     return { ok: false, reason: "missing-headers" };
   }
   const now = options.nowSeconds ?? Math.floor(Date.now() / 1000);
   if (Math.abs(now - Number(timestamp)) > tolerance) return { ok: false, reason: "stale-timestamp" };
-  const mac = createHmac("sha256", Buffer.from(secret, "utf8")).update(`${timestamp}.`, "utf8").update(rawBody);
-  const expected = Buffer.from(`sha256=${mac.digest("hex")}`, "utf8");
-  const received = Buffer.from(sent, "utf8");
-  // The expected length is public (always "sha256=" and 64 hex digits); only the content is secret.
-  if (received.length !== expected.length || !timingSafeEqual(received, expected)) {
+  if (!secrets.some((key) => sent.some((value) => signedWith(key, timestamp, rawBody, value)))) {
     return { ok: false, reason: "bad-signature" };
   }
   let event: unknown;

@@ -21,6 +21,8 @@ export const RESPONSE_BODY_MAX_BYTES = 4096;
 export type DeliveryRequest = {
   url: string;
   secret: string;
+  /** While a rotation's overlap runs, the new secret (X-FV-Signature-Next). */
+  nextSecret?: string | null;
   event: string;
   eventId: string;
   /** The JSON body exactly as it is sent and signed. */
@@ -126,6 +128,7 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
             event: request.event,
             eventId: request.eventId,
             secret: request.secret,
+            nextSecret: request.nextSecret,
             body: request.body,
             timestampS,
           }),

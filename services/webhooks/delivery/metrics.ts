@@ -1,6 +1,6 @@
 // The webhooks service's own metrics, in the process's registry (lib/metrics.ts): its attempts, and
 // its queue depth read from its own table at each scrape while a delivery worker runs.
-import { Histogram } from "prom-client";
+import { Counter, Histogram } from "prom-client";
 import type { Queryable } from "../../../lib/db/types.js";
 import { registry, scrapedGauge } from "../../../lib/metrics.js";
 import { queueDepth } from "./queue-store.js";
@@ -11,6 +11,14 @@ export const webhookAttempts = new Histogram({
   help: "Webhook delivery attempts by outcome and trigger, and how long each took.",
   labelNames: ["outcome", "trigger"] as const,
   buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15],
+  registers: [registry],
+});
+
+/** Subscriptions disabled, by reason ("failing": WEBHOOK_DISABLE_AFTER of failure; "manual" by PATCH). */
+export const webhookSubscriptionsDisabled = new Counter({
+  name: "replay_webhook_subscriptions_disabled_total",
+  help: "Webhook subscriptions disabled, by reason: failing (automatically) or manual.",
+  labelNames: ["reason"] as const,
   registers: [registry],
 });
 

@@ -7,6 +7,30 @@ import type { Queryable, Tx } from "../../../lib/db/types.js";
 
 const dueAt = "(CASE WHEN manual_queued > 0 THEN '-infinity'::timestamptz ELSE next_attempt_at END)";
 
+/**
+ * The columns `secret` and `next_secret` of a subscription row aliased `s` (ClaimedDelivery): while
+ * a rotation's overlap runs, X-FV-Signature is still made with the previous secret and
+ * X-FV-Signature-Next with the new one (decisions.md §6.1).
+ */
+export const signingSecrets = (s: string) =>
+  `CASE WHEN ${s}.previous_secret_expires_at > now() THEN ${s}.previous_secret ELSE ${s}.secret END AS secret,
+   CASE WHEN ${s}.previous_secret_expires_at > now() THEN ${s}.secret END AS next_secret`;
+
+// A rate-limited subscription's window (decisions.md §6.1 rateLimitPerSecond): the attempts started
+// in the database clock's current second, by every replica. The claim's UPDATE reads the row as it
+// is once locked, so two replicas' claims never take the same second's allowance twice. Its take is
+// bounded by the allowance left, the subscription's free slots and what is due now.
+const nowSecond = "floor(EXTRACT(EPOCH FROM now()))::bigint";
+const rateUsed = `(CASE WHEN q.rate_second = ${nowSecond} THEN q.rate_used ELSE 0 END)`;
+const rateTake = `GREATEST(LEAST(u.rate - ${rateUsed}, $3 - u.n, (
+    SELECT count(*) FROM (
+      SELECT 1 FROM webhooks.delivery x
+       WHERE x.subscription_id = u.subscription_id AND x.status = 'pending'
+         AND ${dueAt} >= u.scan_from AND ${dueAt} <= now()
+         AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
+         AND (x.manual_queued > 0 OR NOT u.disabled)
+       LIMIT $3) due)), 0)`;
+
 /** A delivery claimed for one attempt, with what the attempt needs. */
 export type ClaimedDelivery = {
   delivery_id: string;
@@ -15,7 +39,10 @@ export type ClaimedDelivery = {
   event: string;
   body: string;
   url: string;
+  /** The secret X-FV-Signature is made with: the previous one while a rotation's overlap runs. */
   secret: string;
+  /** While a rotation's overlap runs, the new secret, for X-FV-Signature-Next; else null. */
+  next_secret: string | null;
   /** A queued manual attempt goes first; it leaves the automatic schedule as it is. */
   manual: boolean;
   /** Automatic attempts made before this one. */
@@ -37,12 +64,24 @@ export const unknownOutcome = {
   notSent: "not sent: the sender was stopping",
 } as const;
 const ABANDONED = unknownOutcome.abandoned;
+const UNKNOWN_OUTCOMES = Object.values(unknownOutcome)
+  .map((why) => `'${why}'`)
+  .join(", ");
+
+// The automatic disable's clock (decisions.md §6.1), over a record's closed attempts grouped by
+// subscription (`f`): the first failure since the last success; a subscription trips when failures
+// that far apart (WEBHOOK_DISABLE_AFTER, $11 in ms; null: never) came with no success between.
+const failingSince = `(CASE WHEN f.last_success IS NOT NULL THEN f.first_failure
+                            ELSE COALESCE(s.failing_since, f.first_failure) END)`;
+const trips = `(NOT s.disabled AND $11::bigint IS NOT NULL AND f.last_failure IS NOT NULL
+                AND f.last_failure - ${failingSince} >= $11::bigint * interval '1 millisecond')`;
 
 /**
  * What a claim took; the subscriptions it looked at (`visited`), and of those the ones it found due
- * with nothing to claim (`drained`): for refreshDue.
+ * with nothing to claim (`drained`) and the rate-limited ones whose second is used up (`throttled`):
+ * for refreshDue.
  */
-export type Claim = { claimed: ClaimedDelivery[]; visited: string[]; drained: string[] };
+export type Claim = { claimed: ClaimedDelivery[]; visited: string[]; drained: string[]; throttled: string[] };
 
 /**
  * Claims due deliveries for one attempt each under a lease (lib/worker/lease.ts's rules, with a
@@ -59,6 +98,8 @@ export type Claim = { claimed: ClaimedDelivery[]; visited: string[]; drained: st
  * generic plan. Each claim opens its attempt in the log (numbered from the delivery's count) before
  * the request is sent, and closes as abandoned the one before it if a previous holder left it open
  * (each claim does, so no older one is open).
+ * A disabled subscription gives its queued manual attempts only; a rate-limited one at most what its
+ * current second has left (a row another claim holds is skipped, as used up).
  */
 export async function claimDeliveries(
   q: Queryable,
@@ -70,7 +111,7 @@ export async function claimDeliveries(
     busy: ReadonlyMap<string, number>;
   },
 ): Promise<Claim> {
-  const { rows } = await q.query<ClaimedDelivery & { drained: boolean }>(
+  const { rows } = await q.query<ClaimedDelivery & { drained: boolean; throttled: boolean }>(
     `WITH busy AS (
        SELECT * FROM unnest((SELECT $5::uuid[]), (SELECT $6::int[])) AS b(subscription_id, n)
      ), ready AS (
@@ -80,21 +121,38 @@ export async function claimDeliveries(
         WHERE q.due_at <= now() AND COALESCE(b.n, 0) < $3
         ORDER BY q.due_at
         LIMIT (SELECT $4::int)
+     ), subs AS (
+       SELECT r.*, s.url, ${signingSecrets("s")}, s.disabled, s.rate_limit_per_second AS rate
+         FROM ready r JOIN webhooks.subscription s ON s.subscription_id = r.subscription_id
+     ), metered AS (
+       SELECT q.subscription_id FROM webhooks.subscription_due q JOIN subs u ON u.subscription_id = q.subscription_id
+        WHERE u.rate IS NOT NULL
+          FOR NO KEY UPDATE OF q SKIP LOCKED
+     ), granted AS (
+       UPDATE webhooks.subscription_due AS q
+          SET rate_granted = ${rateTake}, rate_used = ${rateUsed} + ${rateTake}, rate_second = ${nowSecond}
+         FROM metered m, subs u
+        WHERE q.subscription_id = m.subscription_id AND u.subscription_id = m.subscription_id
+       RETURNING q.subscription_id, q.rate_granted AS allowed, q.rate_used >= u.rate AS exhausted
+     ), allowed AS (
+       SELECT u.*, CASE WHEN u.rate IS NULL THEN $3 - u.n ELSE COALESCE(g.allowed, 0) END AS allowed,
+              u.rate IS NOT NULL AND COALESCE(g.exhausted, true) AS throttled
+         FROM subs u LEFT JOIN granted g ON g.subscription_id = u.subscription_id
      ), picked AS (
-       SELECT c.delivery_id, r.subscription_id, s.url, s.secret
-         FROM ready r
-         JOIN webhooks.subscription s ON s.subscription_id = r.subscription_id
+       SELECT c.delivery_id, u.subscription_id, u.url, u.secret, u.next_secret
+         FROM allowed u
          CROSS JOIN LATERAL (
            SELECT x.delivery_id, ${dueAt} AS due
              FROM webhooks.delivery x
-            WHERE x.subscription_id = r.subscription_id AND x.status = 'pending'
-              AND ${dueAt} >= r.scan_from AND ${dueAt} <= now()
+            WHERE x.subscription_id = u.subscription_id AND x.status = 'pending'
+              AND ${dueAt} >= u.scan_from AND ${dueAt} <= now()
               AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
-            ORDER BY ${dueAt}
-            LIMIT $3 - r.n
+              AND (x.manual_queued > 0 OR NOT u.disabled)
+            ORDER BY ${dueAt}, x.delivery_id
+            LIMIT u.allowed
               FOR UPDATE OF x SKIP LOCKED
          ) c
-        ORDER BY c.due
+        ORDER BY c.due, c.delivery_id
         LIMIT (SELECT $4::int)
      ), d AS (
        UPDATE webhooks.delivery AS d
@@ -103,7 +161,8 @@ export async function claimDeliveries(
          FROM picked
         WHERE d.delivery_id = picked.delivery_id
         RETURNING d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, picked.url, picked.secret,
-                  d.manual_queued > 0 AS manual, d.automatic_attempts, d.traceparent, d.attempt_count AS attempt
+                  picked.next_secret, d.manual_queued > 0 AS manual, d.automatic_attempts, d.traceparent,
+                  d.attempt_count AS attempt
      ), abandoned AS (
        UPDATE webhooks.attempt AS a
           SET duration_ms = GREATEST((EXTRACT(EPOCH FROM (now() - a.started_at)) * 1000)::int, 0), error = '${ABANDONED}'
@@ -113,19 +172,21 @@ export async function claimDeliveries(
        INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at)
        SELECT delivery_id, attempt, CASE WHEN manual THEN 'manual' ELSE 'automatic' END, now() FROM d
      )
-     SELECT d.*, NULL::bool AS drained FROM d
+     SELECT d.*, NULL::bool AS drained, NULL::bool AS throttled FROM d
      UNION ALL
-     SELECT NULL, r.subscription_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-            NOT EXISTS (SELECT 1 FROM picked p WHERE p.subscription_id = r.subscription_id)
-       FROM ready r`,
+     SELECT NULL, u.subscription_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+            NOT EXISTS (SELECT 1 FROM picked p WHERE p.subscription_id = u.subscription_id),
+            u.throttled
+       FROM allowed u`,
     [claim.owner, claim.leaseMs, claim.perSubscription, claim.limit, [...claim.busy.keys()], [...claim.busy.values()]],
   );
-  const found: Claim = { claimed: [], visited: [], drained: [] };
-  for (const { drained, ...row } of rows) {
+  const found: Claim = { claimed: [], visited: [], drained: [], throttled: [] };
+  for (const { drained, throttled, ...row } of rows) {
     if (drained === null) found.claimed.push(row);
     else {
       found.visited.push(row.subscription_id);
       if (drained) found.drained.push(row.subscription_id);
+      if (throttled) found.throttled.push(row.subscription_id);
     }
   }
   return found;
@@ -148,10 +209,14 @@ const REFRESH_HEAD = 64;
  * from a snapshot taken after the locks: a writer that made a delivery due (fan-out, record,
  * replay) either committed before it, and is seen, or still holds the lock, and that subscription
  * is skipped, or brings it forward after this transaction commits. A skipped
- * subscription stays as it was for the next claim. Never waits for a lock. `tx` is a transaction of
+ * subscription stays as it was for the next claim. A throttled one (its second's allowance used up)
+ * is due again at the next second. Never waits for a lock. `tx` is a transaction of
  * its own (the locks are held to its end).
  */
-export async function refreshDue(tx: Tx, claim: Pick<Claim, "visited" | "drained">): Promise<void> {
+export async function refreshDue(
+  tx: Tx,
+  claim: Pick<Claim, "visited" | "drained"> & Partial<Pick<Claim, "throttled">>,
+): Promise<void> {
   if (claim.visited.length === 0) return;
   const { rows } = await tx.query<{ subscription_id: string }>(
     `SELECT subscription_id FROM unnest($1::uuid[]) AS s(subscription_id)
@@ -159,22 +224,27 @@ export async function refreshDue(tx: Tx, claim: Pick<Claim, "visited" | "drained
     [claim.visited],
   );
   if (rows.length === 0) return;
-  // Each reads on from the row's own scan_from: what lies before it is no pending delivery.
+  // Each reads on from the row's own scan_from: what lies before it is no pending delivery. A
+  // disabled subscription's held deliveries are no work (those a late record scheduled included).
   const pending = `FROM webhooks.delivery x
                   WHERE x.subscription_id = q.subscription_id AND x.status = 'pending'
                     AND ${dueAt} >= q.scan_from
+                    AND (x.manual_queued > 0 OR NOT s.disabled)
                   ORDER BY ${dueAt}`;
   await tx.query(
     `UPDATE webhooks.subscription_due AS q
         SET scan_from = COALESCE((SELECT ${dueAt} ${pending} LIMIT 1), 'infinity'),
-            due_at = CASE WHEN q.subscription_id <> ALL ($2::uuid[]) THEN q.due_at ELSE (
+            due_at = GREATEST(CASE WHEN q.subscription_id <> ALL ($2::uuid[]) THEN q.due_at ELSE (
               SELECT CASE WHEN count(*) = 0 THEN 'infinity'::timestamptz
                           ELSE LEAST(min(GREATEST(h.due, COALESCE(h.lease_expires_at, '-infinity'))),
                                      CASE WHEN count(*) = $3 THEN max(h.due) END)
                      END
-                FROM (SELECT ${dueAt} AS due, x.lease_expires_at ${pending} LIMIT $3) h) END
-      WHERE q.subscription_id = ANY ($1::uuid[])`,
-    [rows.map((row) => row.subscription_id), claim.drained, REFRESH_HEAD],
+                FROM (SELECT ${dueAt} AS due, x.lease_expires_at ${pending} LIMIT $3) h) END,
+              CASE WHEN q.subscription_id = ANY ($4::uuid[])
+                   THEN to_timestamp(floor(EXTRACT(EPOCH FROM now())) + 1) END)
+       FROM webhooks.subscription s
+      WHERE q.subscription_id = ANY ($1::uuid[]) AND s.subscription_id = q.subscription_id`,
+    [rows.map((row) => row.subscription_id), claim.drained, REFRESH_HEAD, claim.throttled ?? []],
   );
 }
 
@@ -266,12 +336,19 @@ export type AttemptRecord = {
  * logged only: the delivery's state is the current holder's, so a late
  * failure never turns a succeeded delivery back to pending, nor moves its schedule. A delivery
  * left pending (a retry scheduled, a manual attempt still queued) brings its subscription's due time
- * forward (bringDueForward). The arrays are read through scalar subqueries so that the prepared statement settles on its generic plan instead
- * of being planned for every batch's size (as claimDeliveries).
+ * forward (bringDueForward); a disabled subscription's is held instead (no attempt due). Each attempt
+ * closed here for the first time is counted in its subscription's hour (attempt_hourly) and moves the
+ * automatic disable's clock: the subscriptions it disables come back, for holdDeliveries in the
+ * same transaction. The arrays are read through scalar subqueries so that the prepared statement
+ * settles on its generic plan instead of being planned for every batch's size (as claimDeliveries).
  */
-export async function recordAttempts(q: Queryable, records: readonly AttemptRecord[]): Promise<void> {
-  if (records.length === 0) return;
-  await q.query(
+export async function recordAttempts(
+  q: Queryable,
+  records: readonly AttemptRecord[],
+  disableAfterMs: number | null = null,
+): Promise<{ disabled: string[] }> {
+  if (records.length === 0) return { disabled: [] };
+  const { rows } = await q.query<{ subscription_id: string }>(
     `WITH r AS (
        SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::timestamptz[]),
                             (SELECT $5::int[]), (SELECT $6::int[]), (SELECT $7::text[]), (SELECT $8::timestamptz[]),
@@ -287,7 +364,8 @@ export async function recordAttempts(q: Queryable, records: readonly AttemptReco
                                    ELSE d.manual_queued END,
               next_attempt_at = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.next_attempt_at
                                      WHEN r.error IS NULL OR r.gone THEN NULL
-                                     WHEN r.trigger = 'automatic' THEN r.next_attempt_at
+                                     WHEN r.trigger = 'automatic' AND NOT s.disabled THEN r.next_attempt_at
+                                     WHEN r.trigger = 'automatic' THEN NULL
                                      ELSE d.next_attempt_at END,
               status = CASE WHEN d.lease_owner IS DISTINCT FROM r.owner THEN d.status
                             WHEN r.error IS NULL THEN 'succeeded'
@@ -302,16 +380,44 @@ export async function recordAttempts(q: Queryable, records: readonly AttemptReco
               updated_at = now(),
               lease_owner = CASE WHEN d.lease_owner = r.owner THEN NULL ELSE d.lease_owner END,
               lease_expires_at = CASE WHEN d.lease_owner = r.owner THEN NULL ELSE d.lease_expires_at END
-         FROM r
-        WHERE d.delivery_id = r.delivery_id
-        RETURNING d.subscription_id,
+         FROM r, webhooks.subscription s
+        WHERE d.delivery_id = r.delivery_id AND s.subscription_id = d.subscription_id
+        RETURNING d.delivery_id, d.subscription_id,
                   CASE WHEN d.status = 'pending' AND d.manual_queued > 0 THEN '-infinity'::timestamptz
                        WHEN d.status = 'pending' THEN d.next_attempt_at END AS due_at
-     )${bringDueForward("u")}
-     UPDATE webhooks.attempt AS a
-        SET started_at = r.started_at, duration_ms = r.duration_ms, status_code = r.status_code, error = r.error
-       FROM r
-      WHERE a.delivery_id = r.delivery_id AND a.attempt = r.attempt`,
+     )${bringDueForward("u")}, closed AS (
+       UPDATE webhooks.attempt AS a
+          SET started_at = r.started_at, duration_ms = r.duration_ms, status_code = r.status_code, error = r.error
+         FROM r
+        WHERE a.delivery_id = r.delivery_id AND a.attempt = r.attempt
+          AND (a.duration_ms IS NULL OR a.error IN (${UNKNOWN_OUTCOMES}))
+        RETURNING a.delivery_id, a.started_at, a.error IS NULL AS ok
+     ), per_subscription AS (
+       SELECT u.subscription_id, count(*) FILTER (WHERE c.ok) AS succeeded, count(*) FILTER (WHERE NOT c.ok) AS failed,
+              max(c.started_at) FILTER (WHERE c.ok) AS last_success, max(c.started_at) FILTER (WHERE NOT c.ok) AS last_failure
+         FROM closed c JOIN u USING (delivery_id)
+        GROUP BY u.subscription_id
+     ), failures AS (
+       SELECT p.*, (SELECT min(c.started_at) FROM closed c JOIN u USING (delivery_id)
+                     WHERE u.subscription_id = p.subscription_id AND NOT c.ok
+                       AND c.started_at > COALESCE(p.last_success, '-infinity')) AS first_failure
+         FROM per_subscription p
+     ), counted AS (
+       INSERT INTO webhooks.attempt_hourly AS h (subscription_id, hour, succeeded, failed)
+       SELECT subscription_id, date_trunc('hour', now()), succeeded, failed FROM per_subscription
+       ON CONFLICT (subscription_id, hour)
+       DO UPDATE SET succeeded = h.succeeded + excluded.succeeded, failed = h.failed + excluded.failed
+     ), failing AS (
+       UPDATE webhooks.subscription AS s
+          SET failing_since = ${failingSince},
+              disabled = s.disabled OR ${trips},
+              disabled_reason = CASE WHEN ${trips} THEN 'failing' ELSE s.disabled_reason END,
+              disabled_at = CASE WHEN ${trips} THEN now() ELSE s.disabled_at END
+         FROM failures f
+        WHERE s.subscription_id = f.subscription_id AND (f.last_failure IS NOT NULL OR s.failing_since IS NOT NULL)
+        RETURNING s.subscription_id, s.disabled_reason = 'failing' AND s.disabled_at = now() AS tripped
+     )
+     SELECT subscription_id FROM failing WHERE tripped`,
     [
       records.map((r) => r.deliveryId),
       records.map((r) => r.owner),
@@ -323,8 +429,10 @@ export async function recordAttempts(q: Queryable, records: readonly AttemptReco
       records.map((r) => r.nextAttemptAt),
       records.map((r) => r.gone),
       records.map((r) => r.attempt),
+      disableAfterMs,
     ],
   );
+  return { disabled: rows.map((row) => row.subscription_id) };
 }
 
 /**

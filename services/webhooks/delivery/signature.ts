@@ -16,7 +16,10 @@ export function webhookSignature(secret: string, timestampS: number | string, ra
 }
 
 export type SignedDeliveryInput = {
+  /** The secret X-FV-Signature is made with (the previous one while a rotation's overlap runs). */
   secret: string;
+  /** While a rotation's overlap runs, the new secret: X-FV-Signature-Next is made with it. */
+  nextSecret?: string | null | undefined;
   event: string;
   eventId: string;
   /** The JSON body exactly as it will be sent. */
@@ -25,9 +28,9 @@ export type SignedDeliveryInput = {
   timestampS: number;
 };
 
-/** The request headers of one delivery attempt (decisions.md §6). */
+/** The request headers of one delivery attempt (decisions.md §6, §6.1 for X-FV-Signature-Next). */
 export function deliveryHeaders(input: SignedDeliveryInput): Record<string, string> {
-  return {
+  const headers: Record<string, string> = {
     "content-type": "application/json",
     "user-agent": WEBHOOK_USER_AGENT,
     "x-fv-event": input.event,
@@ -35,6 +38,9 @@ export function deliveryHeaders(input: SignedDeliveryInput): Record<string, stri
     "x-fv-timestamp": String(input.timestampS),
     "x-fv-signature": webhookSignature(input.secret, input.timestampS, input.body),
   };
+  if (input.nextSecret)
+    headers["x-fv-signature-next"] = webhookSignature(input.nextSecret, input.timestampS, input.body);
+  return headers;
 }
 
 export type ReceivedHeaders = Readonly<Record<string, string | string[] | undefined>>;

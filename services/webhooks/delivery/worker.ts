@@ -6,9 +6,10 @@ import { parseTraceparent, type Span, startSpan, traceLogFields } from "../../..
 import { newLeaseOwner } from "../../../lib/worker/lease.js";
 import type { WorkerSpec } from "../../../lib/worker/worker.js";
 import type * as store from "../store.js";
+import { holdDeliveries } from "../subscription-store.js";
 import { newBreaker, noteAttempt, probeHeld } from "./breaker.js";
 import type { DeliveryClient } from "./client.js";
-import { watchQueueDepth, webhookAttempts } from "./metrics.js";
+import { watchQueueDepth, webhookAttempts, webhookSubscriptionsDisabled } from "./metrics.js";
 import * as queue from "./queue-store.js";
 import { nextStep } from "./schedule.js";
 import { claimCaps, newSlots, noteClaim, occupy, planClaim, vacate } from "./slots.js";
@@ -30,6 +31,8 @@ export type DeliveryWorkerDeps = {
   intervalMs?: number;
   /** How long an unreachable receiver's deliveries are held at most (UNREACHABLE_HOLD_MS). */
   unreachableHoldMs?: number;
+  /** WEBHOOK_DISABLE_AFTER in ms: a subscription failing throughout this long is disabled; null: never. */
+  disableAfterMs?: number | null;
 };
 
 export type DeliveryWorker = WorkerSpec & {
@@ -127,15 +130,16 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const write = () =>
         db.transaction(async (tx) => {
           await queue.setAsynchronousCommit(tx);
-          await queue.recordAttempts(tx, records);
+          return queue.recordAttempts(tx, records, deps.disableAfterMs ?? null);
         });
       // A record lost with its connection (a failover) would leave sent attempts out of the log and
       // send them again when their leases run out: once more, on the pool's fresh connection.
-      await write().catch((err: unknown) => {
+      const { disabled } = await write().catch((err: unknown) => {
         if (!isConnectionLoss(err)) throw err;
         log.warn({ err: String(err), attempts: records.length }, "recording attempts lost its connection; once more");
         return write();
       });
+      if (disabled.length > 0) disabledForFailing(disabled);
       // A retry scheduled: the worker's sleep is reckoned anew (a claim moves the subscription to
       // the retry's time), else it would wait for its idle poll.
       if (records.some((r) => r.nextAttemptAt !== null)) nudge();
@@ -145,11 +149,27 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     maxRunning: 1,
   });
 
+  /** Subscriptions the last record disabled (decisions.md §6.1): logged, counted, their deliveries held. */
+  function disabledForFailing(subscriptionIds: readonly string[]): void {
+    for (const subscriptionId of subscriptionIds) {
+      log.warn(
+        { subscriptionId, disableAfterMs: deps.disableAfterMs },
+        "subscription disabled: no attempt succeeded while attempts failed throughout WEBHOOK_DISABLE_AFTER",
+      );
+      webhookSubscriptionsDisabled.inc({ reason: "failing" });
+    }
+    // The claims already send it nothing; this shows the held deliveries with no attempt due.
+    void holdDeliveries(db, subscriptionIds).catch((err: unknown) =>
+      log.error({ err, subscriptionIds }, "holding a disabled subscription's deliveries failed"),
+    );
+  }
+
   async function attempt(row: queue.ClaimedDelivery, span: Span): Promise<queue.AttemptRecord> {
     const startedAt = new Date();
     const result = await client.send({
       url: row.url,
       secret: row.secret,
+      nextSecret: row.next_secret,
       event: row.event,
       eventId: row.event_id,
       body: row.body,

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file replay/webhooks/v1/webhooks.proto.
  */
 export const file_replay_webhooks_v1_webhooks: GenFile = /*@__PURE__*/
-  fileDesc("CiFyZXBsYXkvd2ViaG9va3MvdjEvd2ViaG9va3MucHJvdG8SEnJlcGxheS53ZWJob29rcy52MSJ0CgxTdWJzY3JpcHRpb24SFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEgsKA3VybBgCIAEoCRIOCgZldmVudHMYAyADKAkSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiygMKCERlbGl2ZXJ5EhMKC2RlbGl2ZXJ5X2lkGAEgASgJEhcKD3N1YnNjcmlwdGlvbl9pZBgCIAEoCRIQCghldmVudF9pZBgDIAEoCRINCgVldmVudBgEIAEoCRIyCgZzdGF0dXMYBSABKA4yIi5yZXBsYXkud2ViaG9va3MudjEuRGVsaXZlcnlTdGF0dXMSEwoLcmV0cnlfY291bnQYBiABKAUSNQoIYXR0ZW1wdHMYByADKAsyIy5yZXBsYXkud2ViaG9va3MudjEuRGVsaXZlcnlBdHRlbXB0Eh0KEGxhc3Rfc3RhdHVzX2NvZGUYCCABKAVIAIgBARIXCgpsYXN0X2Vycm9yGAkgASgJSAGIAQESMwoPbmV4dF9hdHRlbXB0X2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEITChFfbGFzdF9zdGF0dXNfY29kZUINCgtfbGFzdF9lcnJvciLkAQoPRGVsaXZlcnlBdHRlbXB0Eg8KB2F0dGVtcHQYASABKAUSMwoHdHJpZ2dlchgCIAEoDjIiLnJlcGxheS53ZWJob29rcy52MS5BdHRlbXB0VHJpZ2dlchIuCgpzdGFydGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtkdXJhdGlvbl9tcxgEIAEoAxIYCgtzdGF0dXNfY29kZRgFIAEoBUgAiAEBEhIKBWVycm9yGAYgASgJSAGIAQFCDgoMX3N0YXR1c19jb2RlQggKBl9lcnJvciJSChlDcmVhdGVTdWJzY3JpcHRpb25SZXF1ZXN0EgsKA3VybBgBIAEoCRIOCgZldmVudHMYAiADKAkSGAoQbWFsZm9ybWVkX2ZpZWxkcxgDIAMoCSJkChpDcmVhdGVTdWJzY3JpcHRpb25SZXNwb25zZRI2CgxzdWJzY3JpcHRpb24YASABKAsyIC5yZXBsYXkud2ViaG9va3MudjEuU3Vic2NyaXB0aW9uEg4KBnNlY3JldBgCIAEoCSIaChhMaXN0U3Vic2NyaXB0aW9uc1JlcXVlc3QiVAoZTGlzdFN1YnNjcmlwdGlvbnNSZXNwb25zZRI3Cg1zdWJzY3JpcHRpb25zGAEgAygLMiAucmVwbGF5LndlYmhvb2tzLnYxLlN1YnNjcmlwdGlvbiI0ChlEZWxldGVTdWJzY3JpcHRpb25SZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCSIcChpEZWxldGVTdWJzY3JpcHRpb25SZXNwb25zZSJqChVMaXN0RGVsaXZlcmllc1JlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEhYKCXBhZ2Vfc2l6ZRgCIAEoBUgAiAEBEhIKCnBhZ2VfdG9rZW4YAyABKAlCDAoKX3BhZ2Vfc2l6ZSJzChZMaXN0RGVsaXZlcmllc1Jlc3BvbnNlEi0KB3Jlc3VsdHMYASADKAsyHC5yZXBsYXkud2ViaG9va3MudjEuRGVsaXZlcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBSIpChJHZXREZWxpdmVyeVJlcXVlc3QSEwoLZGVsaXZlcnlfaWQYASABKAkiRQoTR2V0RGVsaXZlcnlSZXNwb25zZRIuCghkZWxpdmVyeRgBIAEoCzIcLnJlcGxheS53ZWJob29rcy52MS5EZWxpdmVyeSIsChVSZXBsYXlEZWxpdmVyeVJlcXVlc3QSEwoLZGVsaXZlcnlfaWQYASABKAkiSAoWUmVwbGF5RGVsaXZlcnlSZXNwb25zZRIuCghkZWxpdmVyeRgBIAEoCzIcLnJlcGxheS53ZWJob29rcy52MS5EZWxpdmVyeSqJAQoORGVsaXZlcnlTdGF0dXMSHwobREVMSVZFUllfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXREVMSVZFUllfU1RBVFVTX1BFTkRJTkcQARIdChlERUxJVkVSWV9TVEFUVVNfU1VDQ0VFREVEEAISGgoWREVMSVZFUllfU1RBVFVTX0ZBSUxFRBADKmwKDkF0dGVtcHRUcmlnZ2VyEh8KG0FUVEVNUFRfVFJJR0dFUl9VTlNQRUNJRklFRBAAEh0KGUFUVEVNUFRfVFJJR0dFUl9BVVRPTUFUSUMQARIaChZBVFRFTVBUX1RSSUdHRVJfTUFOVUFMEAIyrgUKD1dlYmhvb2tzU2VydmljZRJzChJDcmVhdGVTdWJzY3JpcHRpb24SLS5yZXBsYXkud2ViaG9va3MudjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdBouLnJlcGxheS53ZWJob29rcy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXNwb25zZRJ1ChFMaXN0U3Vic2NyaXB0aW9ucxIsLnJlcGxheS53ZWJob29rcy52MS5MaXN0U3Vic2NyaXB0aW9uc1JlcXVlc3QaLS5yZXBsYXkud2ViaG9va3MudjEuTGlzdFN1YnNjcmlwdGlvbnNSZXNwb25zZSIDkAIBEnMKEkRlbGV0ZVN1YnNjcmlwdGlvbhItLnJlcGxheS53ZWJob29rcy52MS5EZWxldGVTdWJzY3JpcHRpb25SZXF1ZXN0Gi4ucmVwbGF5LndlYmhvb2tzLnYxLkRlbGV0ZVN1YnNjcmlwdGlvblJlc3BvbnNlEmwKDkxpc3REZWxpdmVyaWVzEikucmVwbGF5LndlYmhvb2tzLnYxLkxpc3REZWxpdmVyaWVzUmVxdWVzdBoqLnJlcGxheS53ZWJob29rcy52MS5MaXN0RGVsaXZlcmllc1Jlc3BvbnNlIgOQAgESYwoLR2V0RGVsaXZlcnkSJi5yZXBsYXkud2ViaG9va3MudjEuR2V0RGVsaXZlcnlSZXF1ZXN0GicucmVwbGF5LndlYmhvb2tzLnYxLkdldERlbGl2ZXJ5UmVzcG9uc2UiA5ACARJnCg5SZXBsYXlEZWxpdmVyeRIpLnJlcGxheS53ZWJob29rcy52MS5SZXBsYXlEZWxpdmVyeVJlcXVlc3QaKi5yZXBsYXkud2ViaG9va3MudjEuUmVwbGF5RGVsaXZlcnlSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CiFyZXBsYXkvd2ViaG9va3MvdjEvd2ViaG9va3MucHJvdG8SEnJlcGxheS53ZWJob29rcy52MSLnAgoMU3Vic2NyaXB0aW9uEhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRILCgN1cmwYAiABKAkSDgoGZXZlbnRzGAMgAygJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGRpc2FibGVkGAUgASgIEhwKD2Rpc2FibGVkX3JlYXNvbhgGIAEoCUgAiAEBEi8KC2Rpc2FibGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiChVyYXRlX2xpbWl0X3Blcl9zZWNvbmQYCCABKAVIAYgBARI+ChpwcmV2aW91c19zZWNyZXRfZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEgoQX2Rpc2FibGVkX3JlYXNvbkIYChZfcmF0ZV9saW1pdF9wZXJfc2Vjb25kIjEKFkdldFN1YnNjcmlwdGlvblJlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJIlEKF0dldFN1YnNjcmlwdGlvblJlc3BvbnNlEjYKDHN1YnNjcmlwdGlvbhgBIAEoCzIgLnJlcGxheS53ZWJob29rcy52MS5TdWJzY3JpcHRpb24i4wEKGVVwZGF0ZVN1YnNjcmlwdGlvblJlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEg4KBmZpZWxkcxgCIAMoCRILCgN1cmwYAyABKAkSDgoGZXZlbnRzGAQgAygJEhAKCGRpc2FibGVkGAUgASgIEiIKFXJhdGVfbGltaXRfcGVyX3NlY29uZBgGIAEoBUgAiAEBEhgKEG1hbGZvcm1lZF9maWVsZHMYByADKAkSFgoOdW5rbm93bl9maWVsZHMYCCADKAlCGAoWX3JhdGVfbGltaXRfcGVyX3NlY29uZCJUChpVcGRhdGVTdWJzY3JpcHRpb25SZXNwb25zZRI2CgxzdWJzY3JpcHRpb24YASABKAsyIC5yZXBsYXkud2ViaG9va3MudjEuU3Vic2NyaXB0aW9uIoIBCh9Sb3RhdGVTdWJzY3JpcHRpb25TZWNyZXRSZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRIaCg1ncmFjZV9zZWNvbmRzGAIgASgDSACIAQESGAoQbWFsZm9ybWVkX2ZpZWxkcxgDIAMoCUIQCg5fZ3JhY2Vfc2Vjb25kcyJyCiBSb3RhdGVTdWJzY3JpcHRpb25TZWNyZXRSZXNwb25zZRIOCgZzZWNyZXQYASABKAkSPgoacHJldmlvdXNfc2VjcmV0X2V4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqMBChhSZWNvdmVyRGVsaXZlcmllc1JlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEikKBXNpbmNlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV1bnRpbBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQbWFsZm9ybWVkX2ZpZWxkcxgEIAMoCSIrChlSZWNvdmVyRGVsaXZlcmllc1Jlc3BvbnNlEg4KBnF1ZXVlZBgBIAEoBSI2ChtHZXRTdWJzY3JpcHRpb25TdGF0c1JlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJIjIKDUF0dGVtcHRDb3VudHMSEQoJc3VjY2VlZGVkGAEgASgDEg4KBmZhaWxlZBgCIAEoAyKYAQocR2V0U3Vic2NyaXB0aW9uU3RhdHNSZXNwb25zZRIPCgdwZW5kaW5nGAEgASgDEjMKCGxhc3RfMjRoGAIgASgLMiEucmVwbGF5LndlYmhvb2tzLnYxLkF0dGVtcHRDb3VudHMSMgoHbGFzdF83ZBgDIAEoCzIhLnJlcGxheS53ZWJob29rcy52MS5BdHRlbXB0Q291bnRzIsoDCghEZWxpdmVyeRITCgtkZWxpdmVyeV9pZBgBIAEoCRIXCg9zdWJzY3JpcHRpb25faWQYAiABKAkSEAoIZXZlbnRfaWQYAyABKAkSDQoFZXZlbnQYBCABKAkSMgoGc3RhdHVzGAUgASgOMiIucmVwbGF5LndlYmhvb2tzLnYxLkRlbGl2ZXJ5U3RhdHVzEhMKC3JldHJ5X2NvdW50GAYgASgFEjUKCGF0dGVtcHRzGAcgAygLMiMucmVwbGF5LndlYmhvb2tzLnYxLkRlbGl2ZXJ5QXR0ZW1wdBIdChBsYXN0X3N0YXR1c19jb2RlGAggASgFSACIAQESFwoKbGFzdF9lcnJvchgJIAEoCUgBiAEBEjMKD25leHRfYXR0ZW1wdF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEwoRX2xhc3Rfc3RhdHVzX2NvZGVCDQoLX2xhc3RfZXJyb3Ii5AEKD0RlbGl2ZXJ5QXR0ZW1wdBIPCgdhdHRlbXB0GAEgASgFEjMKB3RyaWdnZXIYAiABKA4yIi5yZXBsYXkud2ViaG9va3MudjEuQXR0ZW1wdFRyaWdnZXISLgoKc3RhcnRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLZHVyYXRpb25fbXMYBCABKAMSGAoLc3RhdHVzX2NvZGUYBSABKAVIAIgBARISCgVlcnJvchgGIAEoCUgBiAEBQg4KDF9zdGF0dXNfY29kZUIICgZfZXJyb3IiUgoZQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdBILCgN1cmwYASABKAkSDgoGZXZlbnRzGAIgAygJEhgKEG1hbGZvcm1lZF9maWVsZHMYAyADKAkiZAoaQ3JlYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2USNgoMc3Vic2NyaXB0aW9uGAEgASgLMiAucmVwbGF5LndlYmhvb2tzLnYxLlN1YnNjcmlwdGlvbhIOCgZzZWNyZXQYAiABKAkiGgoYTGlzdFN1YnNjcmlwdGlvbnNSZXF1ZXN0IlQKGUxpc3RTdWJzY3JpcHRpb25zUmVzcG9uc2USNwoNc3Vic2NyaXB0aW9ucxgBIAMoCzIgLnJlcGxheS53ZWJob29rcy52MS5TdWJzY3JpcHRpb24iNAoZRGVsZXRlU3Vic2NyaXB0aW9uUmVxdWVzdBIXCg9zdWJzY3JpcHRpb25faWQYASABKAkiHAoaRGVsZXRlU3Vic2NyaXB0aW9uUmVzcG9uc2UiagoVTGlzdERlbGl2ZXJpZXNSZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRIWCglwYWdlX3NpemUYAiABKAVIAIgBARISCgpwYWdlX3Rva2VuGAMgASgJQgwKCl9wYWdlX3NpemUicwoWTGlzdERlbGl2ZXJpZXNSZXNwb25zZRItCgdyZXN1bHRzGAEgAygLMhwucmVwbGF5LndlYmhvb2tzLnYxLkRlbGl2ZXJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUiKQoSR2V0RGVsaXZlcnlSZXF1ZXN0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJIkUKE0dldERlbGl2ZXJ5UmVzcG9uc2USLgoIZGVsaXZlcnkYASABKAsyHC5yZXBsYXkud2ViaG9va3MudjEuRGVsaXZlcnkiLAoVUmVwbGF5RGVsaXZlcnlSZXF1ZXN0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJIkgKFlJlcGxheURlbGl2ZXJ5UmVzcG9uc2USLgoIZGVsaXZlcnkYASABKAsyHC5yZXBsYXkud2ViaG9va3MudjEuRGVsaXZlcnkqiQEKDkRlbGl2ZXJ5U3RhdHVzEh8KG0RFTElWRVJZX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0RFTElWRVJZX1NUQVRVU19QRU5ESU5HEAESHQoZREVMSVZFUllfU1RBVFVTX1NVQ0NFRURFRBACEhoKFkRFTElWRVJZX1NUQVRVU19GQUlMRUQQAypsCg5BdHRlbXB0VHJpZ2dlchIfChtBVFRFTVBUX1RSSUdHRVJfVU5TUEVDSUZJRUQQABIdChlBVFRFTVBUX1RSSUdHRVJfQVVUT01BVElDEAESGgoWQVRURU1QVF9UUklHR0VSX01BTlVBTBACMo4KCg9XZWJob29rc1NlcnZpY2UScwoSQ3JlYXRlU3Vic2NyaXB0aW9uEi0ucmVwbGF5LndlYmhvb2tzLnYxLkNyZWF0ZVN1YnNjcmlwdGlvblJlcXVlc3QaLi5yZXBsYXkud2ViaG9va3MudjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2USdQoRTGlzdFN1YnNjcmlwdGlvbnMSLC5yZXBsYXkud2ViaG9va3MudjEuTGlzdFN1YnNjcmlwdGlvbnNSZXF1ZXN0Gi0ucmVwbGF5LndlYmhvb2tzLnYxLkxpc3RTdWJzY3JpcHRpb25zUmVzcG9uc2UiA5ACARJzChJEZWxldGVTdWJzY3JpcHRpb24SLS5yZXBsYXkud2ViaG9va3MudjEuRGVsZXRlU3Vic2NyaXB0aW9uUmVxdWVzdBouLnJlcGxheS53ZWJob29rcy52MS5EZWxldGVTdWJzY3JpcHRpb25SZXNwb25zZRJsCg5MaXN0RGVsaXZlcmllcxIpLnJlcGxheS53ZWJob29rcy52MS5MaXN0RGVsaXZlcmllc1JlcXVlc3QaKi5yZXBsYXkud2ViaG9va3MudjEuTGlzdERlbGl2ZXJpZXNSZXNwb25zZSIDkAIBEmMKC0dldERlbGl2ZXJ5EiYucmVwbGF5LndlYmhvb2tzLnYxLkdldERlbGl2ZXJ5UmVxdWVzdBonLnJlcGxheS53ZWJob29rcy52MS5HZXREZWxpdmVyeVJlc3BvbnNlIgOQAgESZwoOUmVwbGF5RGVsaXZlcnkSKS5yZXBsYXkud2ViaG9va3MudjEuUmVwbGF5RGVsaXZlcnlSZXF1ZXN0GioucmVwbGF5LndlYmhvb2tzLnYxLlJlcGxheURlbGl2ZXJ5UmVzcG9uc2USbwoPR2V0U3Vic2NyaXB0aW9uEioucmVwbGF5LndlYmhvb2tzLnYxLkdldFN1YnNjcmlwdGlvblJlcXVlc3QaKy5yZXBsYXkud2ViaG9va3MudjEuR2V0U3Vic2NyaXB0aW9uUmVzcG9uc2UiA5ACARJzChJVcGRhdGVTdWJzY3JpcHRpb24SLS5yZXBsYXkud2ViaG9va3MudjEuVXBkYXRlU3Vic2NyaXB0aW9uUmVxdWVzdBouLnJlcGxheS53ZWJob29rcy52MS5VcGRhdGVTdWJzY3JpcHRpb25SZXNwb25zZRKFAQoYUm90YXRlU3Vic2NyaXB0aW9uU2VjcmV0EjMucmVwbGF5LndlYmhvb2tzLnYxLlJvdGF0ZVN1YnNjcmlwdGlvblNlY3JldFJlcXVlc3QaNC5yZXBsYXkud2ViaG9va3MudjEuUm90YXRlU3Vic2NyaXB0aW9uU2VjcmV0UmVzcG9uc2UScAoRUmVjb3ZlckRlbGl2ZXJpZXMSLC5yZXBsYXkud2ViaG9va3MudjEuUmVjb3ZlckRlbGl2ZXJpZXNSZXF1ZXN0Gi0ucmVwbGF5LndlYmhvb2tzLnYxLlJlY292ZXJEZWxpdmVyaWVzUmVzcG9uc2USfgoUR2V0U3Vic2NyaXB0aW9uU3RhdHMSLy5yZXBsYXkud2ViaG9va3MudjEuR2V0U3Vic2NyaXB0aW9uU3RhdHNSZXF1ZXN0GjAucmVwbGF5LndlYmhvb2tzLnYxLkdldFN1YnNjcmlwdGlvblN0YXRzUmVzcG9uc2UiA5ACAWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Subscription is one webhook subscription. Its secret is returned only by CreateSubscription.
@@ -47,6 +47,41 @@ export type Subscription = Message<"replay.webhooks.v1.Subscription"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 4;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * Nothing is sent while disabled (a manual replay or a recover excepted); events are held.
+   *
+   * @generated from field: bool disabled = 5;
+   */
+  disabled: boolean;
+
+  /**
+   * Why it is disabled: "manual" or "failing"; unset when enabled.
+   *
+   * @generated from field: optional string disabled_reason = 6;
+   */
+  disabledReason?: string | undefined;
+
+  /**
+   * When it was disabled; unset when enabled.
+   *
+   * @generated from field: google.protobuf.Timestamp disabled_at = 7;
+   */
+  disabledAt?: Timestamp | undefined;
+
+  /**
+   * Attempts started a second at most, across every replica; unset: unlimited.
+   *
+   * @generated from field: optional int32 rate_limit_per_second = 8;
+   */
+  rateLimitPerSecond?: number | undefined;
+
+  /**
+   * When the previous secret stops signing X-FV-Signature; unset when no overlap runs.
+   *
+   * @generated from field: google.protobuf.Timestamp previous_secret_expires_at = 9;
+   */
+  previousSecretExpiresAt?: Timestamp | undefined;
 };
 
 /**
@@ -55,6 +90,350 @@ export type Subscription = Message<"replay.webhooks.v1.Subscription"> & {
  */
 export const SubscriptionSchema: GenMessage<Subscription> = /*@__PURE__*/
   messageDesc(file_replay_webhooks_v1_webhooks, 0);
+
+/**
+ * GetSubscriptionRequest names one subscription.
+ *
+ * @generated from message replay.webhooks.v1.GetSubscriptionRequest
+ */
+export type GetSubscriptionRequest = Message<"replay.webhooks.v1.GetSubscriptionRequest"> & {
+  /**
+   * The subscription to return.
+   *
+   * @generated from field: string subscription_id = 1;
+   */
+  subscriptionId: string;
+};
+
+/**
+ * Describes the message replay.webhooks.v1.GetSubscriptionRequest.
+ * Use `create(GetSubscriptionRequestSchema)` to create a new message.
+ */
+export const GetSubscriptionRequestSchema: GenMessage<GetSubscriptionRequest> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 1);
+
+/**
+ * GetSubscriptionResponse holds one subscription.
+ *
+ * @generated from message replay.webhooks.v1.GetSubscriptionResponse
+ */
+export type GetSubscriptionResponse = Message<"replay.webhooks.v1.GetSubscriptionResponse"> & {
+  /**
+   * The subscription.
+   *
+   * @generated from field: replay.webhooks.v1.Subscription subscription = 1;
+   */
+  subscription?: Subscription | undefined;
+};
+
+/**
+ * Describes the message replay.webhooks.v1.GetSubscriptionResponse.
+ * Use `create(GetSubscriptionResponseSchema)` to create a new message.
+ */
+export const GetSubscriptionResponseSchema: GenMessage<GetSubscriptionResponse> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 2);
+
+/**
+ * UpdateSubscriptionRequest is the parsed body of PATCH /v1/webhooks/{id}.
+ *
+ * @generated from message replay.webhooks.v1.UpdateSubscriptionRequest
+ */
+export type UpdateSubscriptionRequest = Message<"replay.webhooks.v1.UpdateSubscriptionRequest"> & {
+  /**
+   * The subscription to change.
+   *
+   * @generated from field: string subscription_id = 1;
+   */
+  subscriptionId: string;
+
+  /**
+   * The public names of the fields the body set ("url", "events", "disabled",
+   * "rateLimitPerSecond"); only these change. None: VALIDATION_ERROR.
+   *
+   * @generated from field: repeated string fields = 2;
+   */
+  fields: string[];
+
+  /**
+   * The new URL, when "url" is in fields.
+   *
+   * @generated from field: string url = 3;
+   */
+  url: string;
+
+  /**
+   * The new event names, when "events" is in fields.
+   *
+   * @generated from field: repeated string events = 4;
+   */
+  events: string[];
+
+  /**
+   * Disabled or enabled, when "disabled" is in fields.
+   *
+   * @generated from field: bool disabled = 5;
+   */
+  disabled: boolean;
+
+  /**
+   * The new rate limit when "rateLimitPerSecond" is in fields; unset: unlimited.
+   *
+   * @generated from field: optional int32 rate_limit_per_second = 6;
+   */
+  rateLimitPerSecond?: number | undefined;
+
+  /**
+   * Public field names whose JSON value had the wrong type at the gateway.
+   *
+   * @generated from field: repeated string malformed_fields = 7;
+   */
+  malformedFields: string[];
+
+  /**
+   * Field names the body held that a subscription does not have.
+   *
+   * @generated from field: repeated string unknown_fields = 8;
+   */
+  unknownFields: string[];
+};
+
+/**
+ * Describes the message replay.webhooks.v1.UpdateSubscriptionRequest.
+ * Use `create(UpdateSubscriptionRequestSchema)` to create a new message.
+ */
+export const UpdateSubscriptionRequestSchema: GenMessage<UpdateSubscriptionRequest> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 3);
+
+/**
+ * UpdateSubscriptionResponse holds the subscription after the change.
+ *
+ * @generated from message replay.webhooks.v1.UpdateSubscriptionResponse
+ */
+export type UpdateSubscriptionResponse = Message<"replay.webhooks.v1.UpdateSubscriptionResponse"> & {
+  /**
+   * The subscription.
+   *
+   * @generated from field: replay.webhooks.v1.Subscription subscription = 1;
+   */
+  subscription?: Subscription | undefined;
+};
+
+/**
+ * Describes the message replay.webhooks.v1.UpdateSubscriptionResponse.
+ * Use `create(UpdateSubscriptionResponseSchema)` to create a new message.
+ */
+export const UpdateSubscriptionResponseSchema: GenMessage<UpdateSubscriptionResponse> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 4);
+
+/**
+ * RotateSubscriptionSecretRequest names the subscription and the overlap.
+ *
+ * @generated from message replay.webhooks.v1.RotateSubscriptionSecretRequest
+ */
+export type RotateSubscriptionSecretRequest = Message<"replay.webhooks.v1.RotateSubscriptionSecretRequest"> & {
+  /**
+   * The subscription whose secret is rotated.
+   *
+   * @generated from field: string subscription_id = 1;
+   */
+  subscriptionId: string;
+
+  /**
+   * Seconds the previous secret keeps signing X-FV-Signature, 0 to 604 800; unset: 86 400.
+   *
+   * @generated from field: optional int64 grace_seconds = 2;
+   */
+  graceSeconds?: bigint | undefined;
+
+  /**
+   * Public field names whose JSON value had the wrong type at the gateway ("graceSeconds").
+   *
+   * @generated from field: repeated string malformed_fields = 3;
+   */
+  malformedFields: string[];
+};
+
+/**
+ * Describes the message replay.webhooks.v1.RotateSubscriptionSecretRequest.
+ * Use `create(RotateSubscriptionSecretRequestSchema)` to create a new message.
+ */
+export const RotateSubscriptionSecretRequestSchema: GenMessage<RotateSubscriptionSecretRequest> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 5);
+
+/**
+ * RotateSubscriptionSecretResponse holds the new secret, shown only here.
+ *
+ * @generated from message replay.webhooks.v1.RotateSubscriptionSecretResponse
+ */
+export type RotateSubscriptionSecretResponse = Message<"replay.webhooks.v1.RotateSubscriptionSecretResponse"> & {
+  /**
+   * The new signing secret, "whsec_" plus 43 base64url characters.
+   *
+   * @generated from field: string secret = 1;
+   */
+  secret: string;
+
+  /**
+   * When the previous secret stops signing; unset with a grace of 0.
+   *
+   * @generated from field: google.protobuf.Timestamp previous_secret_expires_at = 2;
+   */
+  previousSecretExpiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message replay.webhooks.v1.RotateSubscriptionSecretResponse.
+ * Use `create(RotateSubscriptionSecretResponseSchema)` to create a new message.
+ */
+export const RotateSubscriptionSecretResponseSchema: GenMessage<RotateSubscriptionSecretResponse> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 6);
+
+/**
+ * RecoverDeliveriesRequest names the subscription and the creation window of the failed deliveries.
+ *
+ * @generated from message replay.webhooks.v1.RecoverDeliveriesRequest
+ */
+export type RecoverDeliveriesRequest = Message<"replay.webhooks.v1.RecoverDeliveriesRequest"> & {
+  /**
+   * The subscription whose failed deliveries are sent again.
+   *
+   * @generated from field: string subscription_id = 1;
+   */
+  subscriptionId: string;
+
+  /**
+   * The window's start (inclusive); required.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 2;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * The window's end (exclusive); unset: now.
+   *
+   * @generated from field: google.protobuf.Timestamp until = 3;
+   */
+  until?: Timestamp | undefined;
+
+  /**
+   * Public field names whose JSON value was missing or not an RFC 3339 time ("since", "until").
+   *
+   * @generated from field: repeated string malformed_fields = 4;
+   */
+  malformedFields: string[];
+};
+
+/**
+ * Describes the message replay.webhooks.v1.RecoverDeliveriesRequest.
+ * Use `create(RecoverDeliveriesRequestSchema)` to create a new message.
+ */
+export const RecoverDeliveriesRequestSchema: GenMessage<RecoverDeliveriesRequest> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 7);
+
+/**
+ * RecoverDeliveriesResponse says how many manual attempts were queued.
+ *
+ * @generated from message replay.webhooks.v1.RecoverDeliveriesResponse
+ */
+export type RecoverDeliveriesResponse = Message<"replay.webhooks.v1.RecoverDeliveriesResponse"> & {
+  /**
+   * Deliveries given a manual attempt, at most 10 000; call again for more.
+   *
+   * @generated from field: int32 queued = 1;
+   */
+  queued: number;
+};
+
+/**
+ * Describes the message replay.webhooks.v1.RecoverDeliveriesResponse.
+ * Use `create(RecoverDeliveriesResponseSchema)` to create a new message.
+ */
+export const RecoverDeliveriesResponseSchema: GenMessage<RecoverDeliveriesResponse> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 8);
+
+/**
+ * GetSubscriptionStatsRequest names one subscription.
+ *
+ * @generated from message replay.webhooks.v1.GetSubscriptionStatsRequest
+ */
+export type GetSubscriptionStatsRequest = Message<"replay.webhooks.v1.GetSubscriptionStatsRequest"> & {
+  /**
+   * The subscription to count.
+   *
+   * @generated from field: string subscription_id = 1;
+   */
+  subscriptionId: string;
+};
+
+/**
+ * Describes the message replay.webhooks.v1.GetSubscriptionStatsRequest.
+ * Use `create(GetSubscriptionStatsRequestSchema)` to create a new message.
+ */
+export const GetSubscriptionStatsRequestSchema: GenMessage<GetSubscriptionStatsRequest> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 9);
+
+/**
+ * AttemptCounts counts a window's finished attempts by outcome.
+ *
+ * @generated from message replay.webhooks.v1.AttemptCounts
+ */
+export type AttemptCounts = Message<"replay.webhooks.v1.AttemptCounts"> & {
+  /**
+   * Attempts answered 2xx in time.
+   *
+   * @generated from field: int64 succeeded = 1;
+   */
+  succeeded: bigint;
+
+  /**
+   * Every other finished attempt.
+   *
+   * @generated from field: int64 failed = 2;
+   */
+  failed: bigint;
+};
+
+/**
+ * Describes the message replay.webhooks.v1.AttemptCounts.
+ * Use `create(AttemptCountsSchema)` to create a new message.
+ */
+export const AttemptCountsSchema: GenMessage<AttemptCounts> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 10);
+
+/**
+ * GetSubscriptionStatsResponse holds the subscription's counts.
+ *
+ * @generated from message replay.webhooks.v1.GetSubscriptionStatsResponse
+ */
+export type GetSubscriptionStatsResponse = Message<"replay.webhooks.v1.GetSubscriptionStatsResponse"> & {
+  /**
+   * Deliveries pending now.
+   *
+   * @generated from field: int64 pending = 1;
+   */
+  pending: bigint;
+
+  /**
+   * Attempts of the last 24 hours, counted by the hour (this hour so far and the 23 before).
+   *
+   * @generated from field: replay.webhooks.v1.AttemptCounts last_24h = 2;
+   */
+  last24h?: AttemptCounts | undefined;
+
+  /**
+   * Attempts of the last 7 days, counted by the hour (this hour so far and the 167 before).
+   *
+   * @generated from field: replay.webhooks.v1.AttemptCounts last_7d = 3;
+   */
+  last7d?: AttemptCounts | undefined;
+};
+
+/**
+ * Describes the message replay.webhooks.v1.GetSubscriptionStatsResponse.
+ * Use `create(GetSubscriptionStatsResponseSchema)` to create a new message.
+ */
+export const GetSubscriptionStatsResponseSchema: GenMessage<GetSubscriptionStatsResponse> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 11);
 
 /**
  * Delivery is one event's delivery to one subscription, with its attempts.
@@ -154,7 +533,7 @@ export type Delivery = Message<"replay.webhooks.v1.Delivery"> & {
  * Use `create(DeliverySchema)` to create a new message.
  */
 export const DeliverySchema: GenMessage<Delivery> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 1);
+  messageDesc(file_replay_webhooks_v1_webhooks, 12);
 
 /**
  * DeliveryAttempt is one HTTP attempt of a delivery.
@@ -212,7 +591,7 @@ export type DeliveryAttempt = Message<"replay.webhooks.v1.DeliveryAttempt"> & {
  * Use `create(DeliveryAttemptSchema)` to create a new message.
  */
 export const DeliveryAttemptSchema: GenMessage<DeliveryAttempt> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 2);
+  messageDesc(file_replay_webhooks_v1_webhooks, 13);
 
 /**
  * CreateSubscriptionRequest is the parsed body of POST /v1/webhooks.
@@ -249,7 +628,7 @@ export type CreateSubscriptionRequest = Message<"replay.webhooks.v1.CreateSubscr
  * Use `create(CreateSubscriptionRequestSchema)` to create a new message.
  */
 export const CreateSubscriptionRequestSchema: GenMessage<CreateSubscriptionRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 3);
+  messageDesc(file_replay_webhooks_v1_webhooks, 14);
 
 /**
  * CreateSubscriptionResponse holds the created subscription and its secret.
@@ -278,7 +657,7 @@ export type CreateSubscriptionResponse = Message<"replay.webhooks.v1.CreateSubsc
  * Use `create(CreateSubscriptionResponseSchema)` to create a new message.
  */
 export const CreateSubscriptionResponseSchema: GenMessage<CreateSubscriptionResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 4);
+  messageDesc(file_replay_webhooks_v1_webhooks, 15);
 
 /**
  * ListSubscriptionsRequest has no parameters: the tenant comes from context.
@@ -293,7 +672,7 @@ export type ListSubscriptionsRequest = Message<"replay.webhooks.v1.ListSubscript
  * Use `create(ListSubscriptionsRequestSchema)` to create a new message.
  */
 export const ListSubscriptionsRequestSchema: GenMessage<ListSubscriptionsRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 5);
+  messageDesc(file_replay_webhooks_v1_webhooks, 16);
 
 /**
  * ListSubscriptionsResponse holds every subscription of the tenant.
@@ -314,7 +693,7 @@ export type ListSubscriptionsResponse = Message<"replay.webhooks.v1.ListSubscrip
  * Use `create(ListSubscriptionsResponseSchema)` to create a new message.
  */
 export const ListSubscriptionsResponseSchema: GenMessage<ListSubscriptionsResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 6);
+  messageDesc(file_replay_webhooks_v1_webhooks, 17);
 
 /**
  * DeleteSubscriptionRequest names the subscription to remove.
@@ -335,7 +714,7 @@ export type DeleteSubscriptionRequest = Message<"replay.webhooks.v1.DeleteSubscr
  * Use `create(DeleteSubscriptionRequestSchema)` to create a new message.
  */
 export const DeleteSubscriptionRequestSchema: GenMessage<DeleteSubscriptionRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 7);
+  messageDesc(file_replay_webhooks_v1_webhooks, 18);
 
 /**
  * DeleteSubscriptionResponse is empty.
@@ -350,7 +729,7 @@ export type DeleteSubscriptionResponse = Message<"replay.webhooks.v1.DeleteSubsc
  * Use `create(DeleteSubscriptionResponseSchema)` to create a new message.
  */
 export const DeleteSubscriptionResponseSchema: GenMessage<DeleteSubscriptionResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 8);
+  messageDesc(file_replay_webhooks_v1_webhooks, 19);
 
 /**
  * ListDeliveriesRequest asks for one page of a subscription's delivery log.
@@ -387,7 +766,7 @@ export type ListDeliveriesRequest = Message<"replay.webhooks.v1.ListDeliveriesRe
  * Use `create(ListDeliveriesRequestSchema)` to create a new message.
  */
 export const ListDeliveriesRequestSchema: GenMessage<ListDeliveriesRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 9);
+  messageDesc(file_replay_webhooks_v1_webhooks, 20);
 
 /**
  * ListDeliveriesResponse is one page of the delivery log.
@@ -423,7 +802,7 @@ export type ListDeliveriesResponse = Message<"replay.webhooks.v1.ListDeliveriesR
  * Use `create(ListDeliveriesResponseSchema)` to create a new message.
  */
 export const ListDeliveriesResponseSchema: GenMessage<ListDeliveriesResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 10);
+  messageDesc(file_replay_webhooks_v1_webhooks, 21);
 
 /**
  * GetDeliveryRequest names one delivery.
@@ -444,7 +823,7 @@ export type GetDeliveryRequest = Message<"replay.webhooks.v1.GetDeliveryRequest"
  * Use `create(GetDeliveryRequestSchema)` to create a new message.
  */
 export const GetDeliveryRequestSchema: GenMessage<GetDeliveryRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 11);
+  messageDesc(file_replay_webhooks_v1_webhooks, 22);
 
 /**
  * GetDeliveryResponse holds one delivery.
@@ -465,7 +844,7 @@ export type GetDeliveryResponse = Message<"replay.webhooks.v1.GetDeliveryRespons
  * Use `create(GetDeliveryResponseSchema)` to create a new message.
  */
 export const GetDeliveryResponseSchema: GenMessage<GetDeliveryResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 12);
+  messageDesc(file_replay_webhooks_v1_webhooks, 23);
 
 /**
  * ReplayDeliveryRequest names the delivery to attempt again.
@@ -486,7 +865,7 @@ export type ReplayDeliveryRequest = Message<"replay.webhooks.v1.ReplayDeliveryRe
  * Use `create(ReplayDeliveryRequestSchema)` to create a new message.
  */
 export const ReplayDeliveryRequestSchema: GenMessage<ReplayDeliveryRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 13);
+  messageDesc(file_replay_webhooks_v1_webhooks, 24);
 
 /**
  * ReplayDeliveryResponse holds the delivery after the manual attempt was queued.
@@ -507,7 +886,7 @@ export type ReplayDeliveryResponse = Message<"replay.webhooks.v1.ReplayDeliveryR
  * Use `create(ReplayDeliveryResponseSchema)` to create a new message.
  */
 export const ReplayDeliveryResponseSchema: GenMessage<ReplayDeliveryResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 14);
+  messageDesc(file_replay_webhooks_v1_webhooks, 25);
 
 /**
  * DeliveryStatus is where a delivery stands.
@@ -667,6 +1046,68 @@ export const WebhooksService: GenService<{
     methodKind: "unary";
     input: typeof ReplayDeliveryRequestSchema;
     output: typeof ReplayDeliveryResponseSchema;
+  },
+  /**
+   * GetSubscription returns one subscription with its management fields. Fails with
+   * SUBSCRIPTION_NOT_FOUND when the tenant has none by that id (a malformed id included).
+   *
+   * @generated from rpc replay.webhooks.v1.WebhooksService.GetSubscription
+   */
+  getSubscription: {
+    methodKind: "unary";
+    input: typeof GetSubscriptionRequestSchema;
+    output: typeof GetSubscriptionResponseSchema;
+  },
+  /**
+   * UpdateSubscription changes the fields named in `fields` (decisions.md §6.1): a new url applies
+   * to every attempt made after it, retries of stored deliveries included; new events to events
+   * that arrive after it; disabling holds the subscription's deliveries (stored, pending, no attempt
+   * due) and enabling sends them, oldest first. SUBSCRIPTION_NOT_FOUND first, then VALIDATION_ERROR
+   * with one violation per bad field (none named, an unknown one, a url or events the create would
+   * refuse, a rate limit outside 1 to 10 000).
+   *
+   * @generated from rpc replay.webhooks.v1.WebhooksService.UpdateSubscription
+   */
+  updateSubscription: {
+    methodKind: "unary";
+    input: typeof UpdateSubscriptionRequestSchema;
+    output: typeof UpdateSubscriptionResponseSchema;
+  },
+  /**
+   * RotateSubscriptionSecret mints a new secret. For grace_seconds (default 86 400, at most
+   * 604 800) every delivery is still signed with the previous secret in X-FV-Signature and with the
+   * new one in X-FV-Signature-Next; a rotation during an overlap starts a new one from the secret then
+   * current. SUBSCRIPTION_NOT_FOUND, or VALIDATION_ERROR for "graceSeconds".
+   *
+   * @generated from rpc replay.webhooks.v1.WebhooksService.RotateSubscriptionSecret
+   */
+  rotateSubscriptionSecret: {
+    methodKind: "unary";
+    input: typeof RotateSubscriptionSecretRequestSchema;
+    output: typeof RotateSubscriptionSecretResponseSchema;
+  },
+  /**
+   * RecoverDeliveries queues one manual attempt (as ReplayDelivery does) for each failed delivery of
+   * the subscription created in [since, until), oldest first, at most 10 000 a call.
+   * SUBSCRIPTION_NOT_FOUND, or VALIDATION_ERROR for "since" or "until" (since after until, in the
+   * future, or before the delivery log's retention).
+   *
+   * @generated from rpc replay.webhooks.v1.WebhooksService.RecoverDeliveries
+   */
+  recoverDeliveries: {
+    methodKind: "unary";
+    input: typeof RecoverDeliveriesRequestSchema;
+    output: typeof RecoverDeliveriesResponseSchema;
+  },
+  /**
+   * GetSubscriptionStats counts the subscription's pending deliveries and its attempts by outcome.
+   *
+   * @generated from rpc replay.webhooks.v1.WebhooksService.GetSubscriptionStats
+   */
+  getSubscriptionStats: {
+    methodKind: "unary";
+    input: typeof GetSubscriptionStatsRequestSchema;
+    output: typeof GetSubscriptionStatsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_replay_webhooks_v1_webhooks, 0);
