@@ -74,6 +74,7 @@ describe("parseCommandLine", () => {
       "key revoke",
       "key list",
       "signing-key create",
+      "secrets reencrypt",
       "category create",
       "category list",
       "recorder checkin",

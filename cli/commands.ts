@@ -8,6 +8,7 @@ import { memberCommands } from "./commands/member.js";
 import { recorderCommands } from "./commands/recorder.js";
 import { recordingCommands } from "./commands/recording.js";
 import { replayCommands } from "./commands/replay.js";
+import { secretsCommands } from "./commands/secrets.js";
 import { signingKeyCommands } from "./commands/signing-key.js";
 import { tenantCommands } from "./commands/tenant.js";
 import { CliError, usageError } from "./output.js";
@@ -18,6 +19,7 @@ export const commands: readonly Command[] = [
   ...memberCommands,
   ...keyCommands,
   ...signingKeyCommands,
+  ...secretsCommands,
   ...categoryCommands,
   ...recorderCommands,
   ...recordingCommands,

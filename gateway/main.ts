@@ -8,16 +8,18 @@ import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
 import { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
 import { RecorderService } from "../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
-import { WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
+import { WebhookSecretsService, WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
 import { decodeEvent } from "../lib/bus/events.js";
 import type { Config, ServiceName } from "../lib/config.js";
 import type { Migration } from "../lib/db/migrate.js";
+import { resealWorker } from "../lib/db/reseal-secrets.js";
 import { logger } from "../lib/log.js";
 import { sourceFolder } from "../lib/paths.js";
 import type { Platform } from "../lib/platform.js";
 import { boundUrl } from "../lib/rpc/bound-url.js";
 import { createTransportPool } from "../lib/rpc/clients.js";
 import { createRpcServer } from "../lib/rpc/server.js";
+import { loadSecretBox } from "../lib/secrets/load.js";
 import { msUntil, openSchema, type Running, schemaMigrations } from "../lib/service-host.js";
 import { sharedAnswer } from "../lib/shared-answer.js";
 import { DRAIN_MS, startWorker } from "../lib/worker/worker.js";
@@ -25,7 +27,7 @@ import { buildApp } from "./app.js";
 import { createAuthenticator } from "./auth/authenticate.js";
 import { createKeyCache } from "./auth/key-cache.js";
 import { forwardService } from "./forward.js";
-import { createIdentityAdminService } from "./identity/admin-service.js";
+import { createIdentityAdminService, SIGNING_KEY_SECRETS } from "./identity/admin-service.js";
 import { createTenantLookupService } from "./identity/lookup-service.js";
 import { countTenants, deleteNoncesExpired } from "./identity/store.js";
 import { createRateLimiter } from "./rate-limit.js";
@@ -64,6 +66,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
   // The start's steps at debug level: a start that never reaches "gateway listening" says where it waits.
   log.debug({ fresh }, "identity schema open");
   const keyCache = createKeyCache();
+  const secrets = await loadSecretBox(config);
   const now = () => Date.now();
 
   const pool = createTransportPool({ token: config.internal.token });
@@ -81,6 +84,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
     keyCache.evict(decodeEvent("identity.key.revoked", msg.data).keyHash);
   });
   log.debug("subscribed to key revocations");
+  const reseal = startWorker(resealWorker(db, SIGNING_KEY_SECRETS, secrets, log));
   const nonceSweep = startWorker({
     name: "identity:nonce-sweep",
     intervalMs: NONCE_SWEEP_MS,
@@ -113,7 +117,7 @@ export async function start(config: Config, platform: Platform): Promise<Running
 
   const app = buildApp({
     routes: publicRoutes({ markers, servers, replays, webhooks }),
-    authenticator: createAuthenticator({ db, keyCache, now }),
+    authenticator: createAuthenticator({ db, keyCache, now, secrets }),
     rateLimiter: createRateLimiter({ replicas: config.gateway.replicas }),
     db,
     notReady,
@@ -130,7 +134,17 @@ export async function start(config: Config, platform: Platform): Promise<Running
     acceptedTokens: config.internal.acceptedTokens,
     isReady,
     routes(router) {
-      router.service(IdentityAdminService, createIdentityAdminService({ db, keyCache, servers, replays }));
+      router.service(
+        IdentityAdminService,
+        createIdentityAdminService({
+          db,
+          keyCache,
+          secrets,
+          webhookSecrets: createClient(WebhookSecretsService, transport("webhooks")),
+          servers,
+          replays,
+        }),
+      );
       router.service(TenantLookupService, createTenantLookupService({ db }));
       router.service(ServersService, forwardService(ServersService, servers));
       router.service(
@@ -159,7 +173,11 @@ export async function start(config: Config, platform: Platform): Promise<Running
       // Stop taking requests first (in-flight ones finish), then the background work, then the pool.
       await Promise.all([app.close(), admin.close(msUntil(deadline))]);
       await stopRevocations();
-      await Promise.all([nonceSweep.stop(msUntil(deadline)), schema.stop(msUntil(deadline))]);
+      await Promise.all([
+        nonceSweep.stop(msUntil(deadline)),
+        reseal.stop(msUntil(deadline)),
+        schema.stop(msUntil(deadline)),
+      ]);
       await Promise.all([db.close(), pool.close()]);
     },
   };

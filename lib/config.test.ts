@@ -52,9 +52,24 @@ describe("loadConfig", () => {
     const env = { DATABASE_URL: "postgres://db/x", NATS_URL: "nats://n:4222" };
     expect(loadConfig(env, "servers").http.port).toBe(9092);
     expect(loadConfig({ ...env, PORT: "9090" }, "servers").http.port).toBe(9090);
-    expect(loadConfig({ ...env, SERVERS_URL: "http://servers:9090" }, "gateway").serviceUrls.servers).toBe(
-      "http://servers:9090",
-    );
+    expect(
+      loadConfig({ ...env, SECRETS_KEY: "k".repeat(44), SERVERS_URL: "http://servers:9090" }, "gateway").serviceUrls
+        .servers,
+    ).toBe("http://servers:9090");
+  });
+
+  it("refuses to start the processes that keep secrets without SECRETS_KEY, in one line; the others and the embedded mode need none", () => {
+    const env = { DATABASE_URL: "postgres://db/x", NATS_URL: "nats://n:4222" };
+    for (const name of ["gateway", "webhooks"] as const) {
+      expect(() => loadConfig(env, name)).toThrow(
+        new RegExp(
+          `^invalid configuration: SECRETS_KEY \\(or SECRETS_KEY_FILE\\) is required by the ${name} process[^\\n]*$`,
+        ),
+      );
+      expect(loadConfig({ ...env, SECRETS_KEY_FILE: "/run/key" }, name).secrets.keyFile).toBe("/run/key");
+    }
+    expect(loadConfig(env, "markers").secrets.key).toBeUndefined();
+    expect(loadConfig({}).secrets.key).toBeUndefined();
   });
 
   it("gives the embedded mode's services fixed ports, 9091-9094 as the distributed defaults, each settable (0: any free port)", () => {

@@ -79,6 +79,17 @@ export type Config = Readonly<{
   /** The page token key (PAGE_TOKEN_KEY, or a file as Kubernetes mounts secrets); unset: one generated into DATA_DIR. */
   pages: Readonly<{ tokenKey: string | undefined; tokenKeyFile: string | undefined }>;
   /**
+   * The key that encrypts webhook and signing secrets at rest (SECRETS_KEY or SECRETS_KEY_FILE;
+   * embedded: generated into DATA_DIR; required of the gateway and webhooks processes), and the one
+   * being rotated out (SECRETS_KEY_PREVIOUS or its _FILE), which still opens, never seals.
+   */
+  secrets: Readonly<{
+    key: string | undefined;
+    keyFile: string | undefined;
+    previousKey: string | undefined;
+    previousKeyFile: string | undefined;
+  }>;
+  /**
    * The internal network's shared secret (INTERNAL_TOKEN, or INTERNAL_TOKEN_FILE as Kubernetes
    * mounts secrets). When set, the admin API and the services refuse calls without it and the
    * gateway sends it; it must be set when they listen beyond loopback. `acceptedTokens` is that
@@ -262,6 +273,15 @@ export function loadConfig(
   const eventRetentionMs = duration("EVENT_RETENTION", "7d");
   const inboxRetentionMs = duration("INBOX_RETENTION", "8d");
   const logRetentionMs = duration("WEBHOOK_LOG_RETENTION", "30d");
+  if (
+    (processName === "gateway" || processName === "webhooks") &&
+    value("SECRETS_KEY") === undefined &&
+    value("SECRETS_KEY_FILE") === undefined
+  ) {
+    problems.push(
+      `SECRETS_KEY (or SECRETS_KEY_FILE) is required by the ${processName} process: base64 of 32 random bytes (openssl rand -base64 32) that encrypts webhook and signing secrets at rest`,
+    );
+  }
   const disableAfterText = value("WEBHOOK_DISABLE_AFTER") ?? "5d";
   const [disableAfter] = disableAfterText === "off" ? [null] : (parseDurationList(disableAfterText) ?? []);
   if (disableAfter === undefined || disableAfterText.includes(",") || disableAfter === 0) {
@@ -336,6 +356,12 @@ export function loadConfig(
     },
     blob: { url: blobUrl },
     pages: { tokenKey: value("PAGE_TOKEN_KEY"), tokenKeyFile: value("PAGE_TOKEN_KEY_FILE") },
+    secrets: {
+      key: value("SECRETS_KEY"),
+      keyFile: value("SECRETS_KEY_FILE"),
+      previousKey: value("SECRETS_KEY_PREVIOUS"),
+      previousKeyFile: value("SECRETS_KEY_PREVIOUS_FILE"),
+    },
     internal: {
       token: internalToken,
       acceptedTokens: [internalToken, alsoAccepted].filter((token): token is string => token !== undefined),
@@ -349,7 +375,12 @@ export function loadConfig(
     lifecycle: { stopWithParent: env.npm_lifecycle_event !== undefined },
   };
   if (problems.length > 0) {
-    throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
+    // One problem on one line (a process refusing to start for want of a key says so in one line).
+    throw new ConfigError(
+      problems.length === 1
+        ? `invalid configuration: ${problems[0]}`
+        : `invalid configuration:\n  - ${problems.join("\n  - ")}`,
+    );
   }
   return deepFreeze(config);
 }

@@ -60,7 +60,10 @@ describe("a service process whose DATA_DIR cannot be written", () => {
 
   it("webhooks without PAGE_TOKEN_KEY: one line naming it, exit 1", async () => {
     const { dataDir } = await unwritableDataDir();
-    const { code, stderr } = await startFails("webhooks", { DATA_DIR: dataDir });
+    const { code, stderr } = await startFails("webhooks", {
+      DATA_DIR: dataDir,
+      SECRETS_KEY: Buffer.alloc(32, 7).toString("base64"),
+    });
     expect(code).toBe(1);
     expect(stderr.trim().split("\n")).toEqual([
       "invalid configuration:",

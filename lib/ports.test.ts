@@ -16,10 +16,11 @@ describe("plannedListeners", () => {
 
   it("leaves the embedded services' ports out of a gateway or service process on its own", () => {
     const env = { DATABASE_URL: "postgres://db/x", NATS_URL: "nats://n:4222" };
-    expect(plannedListeners(loadConfig(env, "gateway"), "gateway").map((l) => l.portVariable)).toEqual([
-      "PORT",
-      "INTERNAL_PORT",
-    ]);
+    expect(
+      plannedListeners(loadConfig({ ...env, SECRETS_KEY: "k".repeat(44) }, "gateway"), "gateway").map(
+        (l) => l.portVariable,
+      ),
+    ).toEqual(["PORT", "INTERNAL_PORT"]);
     expect(plannedListeners(loadConfig(env, "servers"), "servers").map((l) => [l.portVariable, l.port])).toEqual([
       ["PORT", 9092],
     ]);

@@ -139,6 +139,18 @@ describe.each(sharedSystems())("the client package against a running system ($mo
       202,
     ).data;
     expect(replayed?.retry_count).toBe(1);
+    const path = { params: { path: { id: subscriptionId } } };
+    expect(ok(await client.GET("/v1/webhooks/{id}", path), 200).data?.disabled).toBe(false);
+    const patched = ok(await client.PATCH("/v1/webhooks/{id}", { ...path, body: { disabled: true } }), 200).data;
+    expect(patched?.disabledReason).toBe("manual");
+    const rotated = ok(
+      await client.POST("/v1/webhooks/{id}/rotate-secret", { ...path, body: { graceSeconds: 0 } }),
+      200,
+    );
+    expect(rotated.data?.secret).toMatch(/^whsec_/);
+    const since = new Date(Date.now() - 3_600_000).toISOString();
+    ok(await client.POST("/v1/webhooks/{id}/recover", { ...path, body: { since } }), 202);
+    expect(ok(await client.GET("/v1/webhooks/{id}/stats", path), 200).data?.last24h.failed).toBeGreaterThan(0);
     ok(await client.DELETE("/v1/webhooks/{id}", { params: { path: { id: subscriptionId } } }), 204);
 
     // The server's end: deauthorised, then purged; the servers list is read before.

@@ -35,6 +35,8 @@ declare module "vitest" {
       clientPort: number;
       /** test/webhook-subscriptions.test.ts: managing a subscription (decisions.md §6.1). */
       subscriptionsPort: number;
+      /** test/secrets-at-rest.test.ts: a subscription whose secret was sealed by the upgrade. */
+      secretsPort: number;
     };
   }
 }
@@ -76,22 +78,22 @@ export default async function setup(project: TestProject): Promise<() => Promise
   writeReceiverCertificate(templateDir);
   // One receiver port per test file that receives deliveries while others run: webhooks, the
   // docs/webhooks.md's example receiver, the API reference's contract test, the metrics test, the
-  // Python and Go verifiers' test (test/verifiers.test.ts), the client package's (test/client-webhooks.test.ts).
-  const [receiverPort, examplePort, contractPort, metricsPort, verifiersPort, clientPort, subscriptionsPort] =
-    (await freePorts(7)) as [number, number, number, number, number, number, number];
+  // Python and Go verifiers' test (test/verifiers.test.ts), the client package's (test/client-webhooks.test.ts),
+  // managing a subscription (test/webhook-subscriptions.test.ts) and secrets at rest.
+  const receiverPorts = await freePorts(8);
+  const [
+    receiverPort,
+    examplePort,
+    contractPort,
+    metricsPort,
+    verifiersPort,
+    clientPort,
+    subscriptionsPort,
+    secretsPort,
+  ] = receiverPorts as [number, number, number, number, number, number, number, number];
   // A short schedule and timeout, so that retries, exhaustion and a hanging receiver fit in a test.
   const webhookEnv = {
-    WEBHOOK_ALLOW_TARGETS: [
-      receiverPort,
-      examplePort,
-      contractPort,
-      metricsPort,
-      verifiersPort,
-      clientPort,
-      subscriptionsPort,
-    ]
-      .map((port) => `127.0.0.1:${port}`)
-      .join(","),
+    WEBHOOK_ALLOW_TARGETS: receiverPorts.map((port) => `127.0.0.1:${port}`).join(","),
     WEBHOOK_CA_FILE: join(templateDir, "cert.pem"),
     WEBHOOK_RETRY_SCHEDULE: "0,300ms,300ms",
     WEBHOOK_TIMEOUT_MS: "2000",
@@ -129,6 +131,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     verifiersPort,
     clientPort,
     subscriptionsPort,
+    secretsPort,
   });
   project.provide("systems", systems.map(describeSystem));
 

@@ -11,7 +11,7 @@ import { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
 import { ServerLookupService } from "../gen/replay/servers/v1/lookup_pb.js";
 import { RecorderService } from "../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
-import { WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
+import { WebhookSecretsService, WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
 import { sharedSystems } from "./shared-system.js";
 
 // operations.md: each service answers grpc.health.v1.Health/Check (what Kubernetes' grpc probes call).
@@ -26,6 +26,8 @@ const served: Record<string, string[]> = {
 const lookups: Record<string, string[]> = {
   servers: [ServerLookupService.typeName],
   replays: [ReplayLookupService.typeName],
+  // The gateway's ReencryptSecrets asks the webhooks service to reseal its secrets.
+  webhooks: [WebhookSecretsService.typeName],
 };
 
 // The gateway's internal port serves the admin API and the plan lookup, and forwards every

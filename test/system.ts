@@ -319,11 +319,14 @@ export async function createDatabase(baseUrl: string): Promise<{ url: string; dr
  */
 export async function startDistributedSystem({
   gateways = 1,
+  webhooksReplicas = 1,
   env = {},
   nodeArgs = [],
   natsUrl = process.env.NATS_URL,
 }: {
   gateways?: number;
+  /** Webhooks processes: the first at WEBHOOKS_URL, the others beside it ("webhooks-1", ...), sharing its consumer and queue. */
+  webhooksReplicas?: number;
   /** The NATS server (NATS_URL by default); the system gets a namespace of its own on it, deleted on stop. */
   natsUrl?: string;
   env?: Record<string, string>;
@@ -337,7 +340,7 @@ export async function startDistributedSystem({
   // The replays service's blob store, on a directory of this system's own (removed on stop).
   const blobDir = await mkdtemp(join(tmpdir(), "replay-e2e-blobs-"));
   const names = ["markers", "servers", "replays", "webhooks"] as const;
-  const ports = await freePorts(names.length + gateways * 2);
+  const ports = await freePorts(names.length + gateways * 2 + webhooksReplicas - 1);
   const shared = {
     DATABASE_URL: database.url,
     NATS_URL: natsUrl,
@@ -345,6 +348,8 @@ export async function startDistributedSystem({
     GATEWAY_REPLICAS: String(gateways),
     // Replicas that share no DATA_DIR share the page token key, as in Kubernetes.
     PAGE_TOKEN_KEY: randomBytes(32).toString("base64"),
+    // The gateway and webhooks processes seal secrets at rest under one shared key.
+    SECRETS_KEY: randomBytes(32).toString("base64"),
     BLOB_URL: pathToFileURL(blobDir).href,
     ...Object.fromEntries(names.map((name, i) => [`${name.toUpperCase()}_URL`, `http://127.0.0.1:${ports[i]}`])),
     // The first gateway's internal port, where the services look tenants' plans up.
@@ -352,6 +357,10 @@ export async function startDistributedSystem({
     ...env,
   };
   const procs: Proc[] = names.map((name, i) => launch(name, [name], { ...shared, PORT: String(ports[i]) }, nodeArgs));
+  for (let w = 1; w < webhooksReplicas; w++) {
+    const port = ports[names.length + gateways * 2 + w - 1] as number;
+    procs.push(launch(`webhooks-${w}`, ["webhooks"], { ...shared, PORT: String(port) }, nodeArgs));
+  }
   const gatewayUrls: string[] = [];
   const internalUrls: string[] = [];
   for (let g = 0; g < gateways; g++) {
@@ -380,7 +389,14 @@ export async function startDistributedSystem({
     await cleanup();
     throw err;
   }
-  const serviceUrls = Object.fromEntries(names.map((name, i) => [name, `http://127.0.0.1:${ports[i]}`]));
+  // The extra webhooks replicas by their process names ("webhooks-1", ...).
+  const serviceUrls = Object.fromEntries([
+    ...names.map((name, i) => [name, `http://127.0.0.1:${ports[i]}`]),
+    ...Array.from({ length: webhooksReplicas - 1 }, (_, w) => [
+      `webhooks-${w + 1}`,
+      `http://127.0.0.1:${ports[names.length + gateways * 2 + w]}`,
+    ]),
+  ]);
   return system(
     "distributed",
     gatewayUrls,

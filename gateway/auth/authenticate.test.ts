@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDbModes } from "../../lib/db/_testing.js";
 import type { Db } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
+import { openSecrets } from "../../lib/secrets/_testing.js";
 import { signRequest } from "../../lib/signing.js";
 import { deleteNoncesExpired, insertSigningKey, insertTenant } from "../identity/store.js";
 import { createAuthenticator, SIGNATURE_WINDOW_MS } from "./authenticate.js";
@@ -31,13 +32,14 @@ describe.each(testDbModes())("signed requests ($name database)", ({ open }) => {
         hotDays: 7,
       }),
     );
-    await insertSigningKey(db, kid, tenant, secret);
+    await insertSigningKey(db, kid, tenant, openSecrets.seal(secret));
   });
   afterAll(() => dispose());
 
   const T = Date.parse("2026-11-28T00:00:00Z");
   let clock = T;
-  const authenticator = () => createAuthenticator({ db, keyCache: createKeyCache(), now: () => clock });
+  const authenticator = () =>
+    createAuthenticator({ db, keyCache: createKeyCache(), now: () => clock, secrets: openSecrets });
   const verify = (target: string, opts: { ts: number; nonce: string }) => {
     const signed = signRequest({ tenant, kid, secret, method: "GET", url: `http://gw${target}`, ...opts });
     const at = target.indexOf("?");

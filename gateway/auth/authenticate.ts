@@ -1,6 +1,7 @@
 import { readRetryingConnectionLoss } from "../../lib/db/errors.js";
 import type { Queryable } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
+import type { SecretBox } from "../../lib/secrets/box.js";
 import { canonicalQuery, canonicalString, hmacSha256Hex, sha256Hex } from "../../lib/signing.js";
 import type { ApiKeyIdentityRow } from "../identity/store.js";
 import * as store from "../identity/store.js";
@@ -26,7 +27,13 @@ export type Authenticator = {
   signature(req: SignedRequest): Promise<string>;
 };
 
-export function createAuthenticator(deps: { db: Queryable; keyCache: KeyCache; now: () => number }): Authenticator {
+export function createAuthenticator(deps: {
+  db: Queryable;
+  keyCache: KeyCache;
+  now: () => number;
+  /** Opens the signing keys' secrets, stored sealed (lib/secrets/box.ts). */
+  secrets: Pick<SecretBox, "open">;
+}): Authenticator {
   const { db, keyCache, now } = deps;
   return {
     async apiKey(authorization) {
@@ -64,7 +71,7 @@ export function createAuthenticator(deps: { db: Queryable; keyCache: KeyCache; n
       const invalid = () => new DomainError("INVALID_SIGNATURE", "the signature does not match the request");
       if (!key || key.tenant_id !== tenantId || query === undefined) throw invalid();
       const expected = hmacSha256Hex(
-        key.secret,
+        deps.secrets.open(key.secret),
         canonicalString({
           tenant,
           ts,

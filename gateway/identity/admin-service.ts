@@ -6,6 +6,7 @@
 // and a second cache in front of every request. It is served on the gateway's internal port
 // (gateway/main.ts), never the public one, and publishes its events (identity.*) through the
 // identity schema's outbox like any service.
+
 import { randomBytes } from "node:crypto";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { type Client, Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
@@ -13,7 +14,9 @@ import { MemberRole } from "../../gen/replay/common/v1/common_pb.js";
 import type { IdentityAdminService } from "../../gen/replay/identity/v1/admin_pb.js";
 import type { ReplaysService } from "../../gen/replay/replays/v1/replays_pb.js";
 import type { ServersService } from "../../gen/replay/servers/v1/servers_pb.js";
+import type { WebhookSecretsService } from "../../gen/replay/webhooks/v1/webhooks_pb.js";
 import { buildEvent } from "../../lib/bus/events.js";
+import { resealAll } from "../../lib/db/reseal-secrets.js";
 import type { Db } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { newId, parseUuid } from "../../lib/ids.js";
@@ -21,6 +24,7 @@ import { memberRoleName, memberRoles } from "../../lib/member-role.js";
 import { keysetAfter, keysetPage } from "../../lib/page/keyset.js";
 import { pageSizeOf } from "../../lib/page/size.js";
 import { traceOf, trustedHeaders } from "../../lib/rpc/context.js";
+import type { SecretBox } from "../../lib/secrets/box.js";
 import { hashApiKey, mintApiKey } from "../auth/api-key.js";
 import type { KeyCache } from "../auth/key-cache.js";
 import { parseScopes, type Scope } from "../auth/scopes.js";
@@ -32,9 +36,21 @@ import * as store from "./store.js";
 export type AdminDeps = {
   db: Db;
   keyCache: KeyCache;
+  /** Seals the signing keys' secrets before they are stored (lib/secrets/box.ts). */
+  secrets: SecretBox;
+  /** The webhooks service's secrets at rest, resealed with the signing keys (ReencryptSecrets). */
+  webhookSecrets: Client<typeof WebhookSecretsService>;
   servers: Client<typeof ServersService>;
   replays: Client<typeof ReplaysService>;
 };
+
+/** Where the signing keys' secrets are sealed at rest (lib/secrets/reseal.ts). */
+export const SIGNING_KEY_SECRETS = {
+  table: "identity.signing_key",
+  id: "kid",
+  idType: "text",
+  columns: ["secret"],
+} as const;
 
 const requireId = (value: string, what: string) => parseUuid(value, "INVALID_ARGUMENT", what);
 
@@ -294,8 +310,23 @@ export function createIdentityAdminService(deps: AdminDeps): ServiceImpl<typeof 
         throw new DomainError("TENANT_NOT_FOUND", `no tenant ${tenantId}`);
       const kid = `kid_${randomBytes(12).toString("hex")}`;
       const secret = `sks_${randomBytes(32).toString("base64url")}`;
-      await store.insertSigningKey(db, kid, tenantId, secret);
+      await store.insertSigningKey(db, kid, tenantId, deps.secrets.seal(secret));
       return { kid, secret };
+    },
+
+    async reencryptSecrets() {
+      const signing = await resealAll(db, SIGNING_KEY_SECRETS, deps.secrets);
+      const webhooks = await deps.webhookSecrets.resealSecrets({});
+      return {
+        stores: [
+          {
+            store: SIGNING_KEY_SECRETS.table,
+            resealed: BigInt(signing.resealed),
+            unreadable: BigInt(signing.unreadable),
+          },
+          { store: "webhooks.subscription", resealed: webhooks.resealed, unreadable: webhooks.unreadable },
+        ],
+      };
     },
 
     async listCategories(req) {

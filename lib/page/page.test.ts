@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { codeOf as code } from "../../test/code-of.js";
-import { loadPageTokenKey } from "./key.js";
+import { loadPageTokenKey } from "../keys/key-file.js";
 import { PAGE_SIZE_DEFAULT, pageSizeOf, parsePageSize } from "./size.js";
 import { createPageTokens, type PageBinding } from "./token.js";
 

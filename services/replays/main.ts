@@ -4,7 +4,7 @@ import { RecordingService } from "../../gen/replay/replays/v1/recording_pb.js";
 import { ReplaysService } from "../../gen/replay/replays/v1/replays_pb.js";
 import { ServerLookupService } from "../../gen/replay/servers/v1/lookup_pb.js";
 import type { Config } from "../../lib/config.js";
-import { loadPageTokenKey } from "../../lib/page/key.js";
+import { loadPageTokenKey } from "../../lib/keys/key-file.js";
 import { createPageTokens } from "../../lib/page/token.js";
 import { sourceFolder } from "../../lib/paths.js";
 import { planOwner } from "../../lib/plan-owner.js";

@@ -7,6 +7,7 @@ import { startConsumer } from "../../lib/bus/consumer.js";
 import { buildEvent } from "../../lib/bus/events.js";
 import { createTestDb, type TestDb } from "../../lib/db/_testing.js";
 import type { Db } from "../../lib/db/types.js";
+import { openSecrets } from "../../lib/secrets/_testing.js";
 import { startWorker } from "../../lib/worker/worker.js";
 import { pollUntil } from "../../test/poll.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../../test/webhook-receiver.js";
@@ -53,6 +54,7 @@ describe("webhooks fan-out on the bus", () => {
       });
     const worker = deliveryWorker({
       db,
+      secrets: openSecrets,
       client: createDeliveryClient({
         timeoutMs: 5_000,
         allowTargets: parseAllowTargets([`127.0.0.1:${receiver.port}`]),

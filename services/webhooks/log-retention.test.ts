@@ -6,6 +6,7 @@ import { createTestDb, type TestDb, testDbModes } from "../../lib/db/_testing.js
 import type { Db } from "../../lib/db/types.js";
 import { createPageTokens } from "../../lib/page/token.js";
 import { asCaller, contractCodeOfCall, inMemoryClient } from "../../lib/rpc/_testing.js";
+import { openSecrets } from "../../lib/secrets/_testing.js";
 import { logRetentionWorker } from "./log-retention.js";
 import { webhooksService } from "./main.js";
 import * as store from "./store.js";
@@ -163,6 +164,7 @@ describe.each(testDbModes())("webhooks delivery log retention ($name database)",
           delivery: true,
           urls: { resolve: async () => [], allowTargets: new Set() },
           logRetentionMs: 30 * 86_400_000,
+          secrets: openSecrets,
           onQueued: () => {},
         }),
       ),

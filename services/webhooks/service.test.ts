@@ -4,6 +4,7 @@ import { DeliveryStatus, WebhooksService } from "../../gen/replay/webhooks/v1/we
 import { createTestDb } from "../../lib/db/_testing.js";
 import { createPageTokens } from "../../lib/page/token.js";
 import { asCaller, contractCodeOfCall, inMemoryClient } from "../../lib/rpc/_testing.js";
+import { openSecrets } from "../../lib/secrets/_testing.js";
 import type { Resolver } from "./delivery/target.js";
 import * as store from "./store.js";
 import { createWebhooksService } from "./webhooks-service.js";
@@ -30,6 +31,7 @@ async function webhooksOn(delivery = true) {
     delivery,
     urls: { resolve, allowTargets: new Set() },
     logRetentionMs: 30 * 86_400_000,
+    secrets: openSecrets,
     onQueued: () => {
       queued++;
     },

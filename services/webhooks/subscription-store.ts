@@ -1,9 +1,18 @@
+import type { SealedColumns } from "../../lib/db/reseal-secrets.js";
 import type { Queryable, Tx } from "../../lib/db/types.js";
 import { bringDueForward } from "./delivery/queue-store.js";
 import { type SubscriptionRow, subscriptionColumns } from "./store.js";
 
 // SQL of schema `webhooks` for managing a subscription (decisions.md §6.1): get and update, holding
 // and releasing a disabled subscription's deliveries, the secret's rotation, recover and stats.
+
+/** Where the subscriptions' secrets are sealed at rest (lib/secrets/reseal.ts). */
+export const SUBSCRIPTION_SECRETS: SealedColumns = {
+  table: "webhooks.subscription",
+  id: "subscription_id",
+  idType: "uuid",
+  columns: ["secret", "previous_secret"],
+};
 
 /** Deliveries one recover queues at most (decisions.md §6.1). */
 export const RECOVER_MAX = 10_000;

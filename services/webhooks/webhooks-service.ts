@@ -13,6 +13,7 @@ import { isUuid, newId } from "../../lib/ids.js";
 import { pageSizeOf } from "../../lib/page/size.js";
 import { isPositionTimestamp, type PageTokens } from "../../lib/page/token.js";
 import { requireTenant } from "../../lib/rpc/context.js";
+import type { SecretBox } from "../../lib/secrets/box.js";
 import { webhookSubscriptionsDisabled } from "./delivery/metrics.js";
 import { generateWebhookSecret } from "./delivery/secret.js";
 import type { AllowTargets, Resolver } from "./delivery/target.js";
@@ -29,6 +30,8 @@ export type WebhooksDeps = {
   delivery: boolean;
   /** How subscription URLs are resolved and vetted (decisions.md §6). */
   urls: { resolve: Resolver; allowTargets: AllowTargets };
+  /** Seals the secrets it stores (lib/secrets/box.ts). */
+  secrets: Pick<SecretBox, "seal">;
   /** WEBHOOK_LOG_RETENTION: a recover cannot reach further back than the log keeps. */
   logRetentionMs: number;
   /** Wakes this process's delivery worker once a manual attempt is queued. */
@@ -146,7 +149,7 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
         tenantId,
         url: req.url,
         events: req.events,
-        secret,
+        secret: deps.secrets.seal(secret),
       });
       return { subscription: toSubscription(row), secret };
     },
@@ -239,7 +242,13 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
       const found = await subscriptionOf(db, tenantId, req.subscriptionId);
       const graceSeconds = graceSecondsOf(req);
       const secret = generateWebhookSecret();
-      const rotated = await subscriptions.rotateSecret(db, tenantId, found.subscription_id, secret, graceSeconds);
+      const rotated = await subscriptions.rotateSecret(
+        db,
+        tenantId,
+        found.subscription_id,
+        deps.secrets.seal(secret),
+        graceSeconds,
+      );
       if (!rotated) throw subscriptionNotFound();
       return {
         secret,

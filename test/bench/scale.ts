@@ -46,6 +46,9 @@ import {
   writeSeedRecord,
 } from "./scale-seed.js";
 
+/** The secrets key of every run on the kept dataset (a bench's own, not a secret). */
+const SCALE_SECRETS_KEY = Buffer.alloc(32, 7).toString("base64");
+
 export const description =
   "the system on 100 000 subscriptions, 5M deliveries, 1M replays, 5M markers vs on an empty database: latencies, idle CPU, retention (--scale N)";
 
@@ -89,6 +92,9 @@ export async function run(args: string[]): Promise<void> {
     // The bench runs the retention pass itself, on a window of its choosing: the worker's own
     // (hourly, 30 d by default) would drop the kept dataset's oldest rows as they age past it.
     WEBHOOK_LOG_RETENTION: "3650d",
+    // One key for every run: the kept dataset's secrets, sealed by the first run's reseal pass
+    // (the seed writes them in the clear, as an upgrade finds them), stay readable in the next.
+    SECRETS_KEY: SCALE_SECRETS_KEY,
   };
   const common = { receiver, receiverOrigin: `https://127.0.0.1:${tlsPort}`, progress };
   let empty: SystemFigures;
@@ -193,7 +199,10 @@ async function prepareSeededDatabase(
       `seeding ${SEED_DATABASE} at scale ${scale} (${existing ? `it held scale ${existing.scale}` : "none yet"})`,
     );
     progress("  the system once on it, to apply its migrations");
-    const sys = await startDistributedSystem({ env: { DATABASE_URL: url }, nodeArgs: systemNodeArgs() });
+    const sys = await startDistributedSystem({
+      env: { DATABASE_URL: url, SECRETS_KEY: SCALE_SECRETS_KEY },
+      nodeArgs: systemNodeArgs(),
+    });
     await sys.stop();
     const at = new Date();
     await withClient(url, async (client) => {

@@ -150,6 +150,7 @@ describe("the image, run as the dev overlay's pods", () => {
       "replay-db-ca": { "ca.crt": await readFile(join(work, "receiver", "cert.pem"), "utf8") },
       "replay-internal-token": { INTERNAL_TOKEN: token },
       "replay-page-token": { key: randomBytes(32).toString("base64") },
+      "replay-secrets-key": { key: randomBytes(32).toString("base64") },
     };
     const secretEnv = { DATABASE_URL: database.url, INTERNAL_TOKEN: token };
 

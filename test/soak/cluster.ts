@@ -106,6 +106,7 @@ export async function startCluster(options: {
       NATS_NAMESPACE: natsNamespace,
       GATEWAY_REPLICAS: String(REPLICAS),
       PAGE_TOKEN_KEY: randomBytes(32).toString("base64"),
+      SECRETS_KEY: randomBytes(32).toString("base64"),
       BLOB_URL: pathToFileURL(blobDir).href,
       ...Object.fromEntries(
         serviceKinds.map((k) => [`${k.toUpperCase()}_URL`, `http://127.0.0.1:${balancers[k]?.port}`]),

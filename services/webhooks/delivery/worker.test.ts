@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from "vitest";
 import { type TestDb, testDbModes } from "../../../lib/db/_testing.js";
 import type { Db } from "../../../lib/db/types.js";
+import { openSecrets } from "../../../lib/secrets/_testing.js";
 import { startWorker, type Worker } from "../../../lib/worker/worker.js";
 import { freePorts } from "../../../test/free-port.js";
 import { pollUntil } from "../../../test/poll.js";
@@ -43,7 +44,15 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
       extraCaPem: readFileSync(join(certDir, "cert.pem"), "utf8"),
     });
     const w = startWorker(
-      deliveryWorker({ db, client, retryScheduleMs: [0, 100], timeoutMs, intervalMs: 100, ...overrides }),
+      deliveryWorker({
+        db,
+        secrets: openSecrets,
+        client,
+        retryScheduleMs: [0, 100],
+        timeoutMs,
+        intervalMs: 100,
+        ...overrides,
+      }),
     );
     // A test that fails leaves no replica behind to claim the next test's deliveries.
     onTestFinished(() => w.stop(100));
@@ -233,6 +242,7 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
     }
     const spec = deliveryWorker({
       db,
+      secrets: openSecrets,
       client: createDeliveryClient({
         timeoutMs: 5_000,
         allowTargets: parseAllowTargets([`127.0.0.1:${receiver.port}`]),

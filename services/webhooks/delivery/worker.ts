@@ -2,13 +2,14 @@ import { createBatcher } from "../../../lib/db/batch.js";
 import { isConnectionLoss } from "../../../lib/db/errors.js";
 import type { Db } from "../../../lib/db/types.js";
 import { logger } from "../../../lib/log.js";
+import type { SecretBox } from "../../../lib/secrets/box.js";
 import { parseTraceparent, type Span, startSpan, traceLogFields } from "../../../lib/trace.js";
 import { newLeaseOwner } from "../../../lib/worker/lease.js";
 import type { WorkerSpec } from "../../../lib/worker/worker.js";
 import type * as store from "../store.js";
 import { holdDeliveries } from "../subscription-store.js";
 import { newBreaker, noteAttempt, probeHeld } from "./breaker.js";
-import type { DeliveryClient } from "./client.js";
+import type { AttemptResult, DeliveryClient } from "./client.js";
 import { watchQueueDepth, webhookAttempts, webhookSubscriptionsDisabled } from "./metrics.js";
 import * as queue from "./queue-store.js";
 import { nextStep } from "./schedule.js";
@@ -19,6 +20,8 @@ const log = logger("webhooks:delivery");
 export type DeliveryWorkerDeps = {
   db: Db;
   client: DeliveryClient;
+  /** Opens the subscriptions' secrets, stored sealed (lib/secrets/box.ts). */
+  secrets: Pick<SecretBox, "open">;
   /** WEBHOOK_RETRY_SCHEDULE. */
   retryScheduleMs: readonly number[];
   /** WEBHOOK_TIMEOUT_MS: how long one attempt may take; the lease outlasts it. */
@@ -164,16 +167,24 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     );
   }
 
+  /** The attempt's request, or why it cannot be signed (a secret sealed under a key this process lacks). */
+  function sendAttempt(row: queue.ClaimedDelivery): Promise<AttemptResult> {
+    let secret: string;
+    let nextSecret: string | null;
+    try {
+      secret = deps.secrets.open(row.secret);
+      nextSecret = row.next_secret === null ? null : deps.secrets.open(row.next_secret);
+    } catch (err) {
+      log.error({ subscriptionId: row.subscription_id, err: String(err) }, "a subscription's secret cannot be opened");
+      const error = "not sent: the subscription's secret cannot be opened (SECRETS_KEY)";
+      return Promise.resolve({ statusCode: null, error, retryAfterMs: null, durationMs: 0, unreachable: false });
+    }
+    return client.send({ url: row.url, secret, nextSecret, event: row.event, eventId: row.event_id, body: row.body });
+  }
+
   async function attempt(row: queue.ClaimedDelivery, span: Span): Promise<queue.AttemptRecord> {
     const startedAt = new Date();
-    const result = await client.send({
-      url: row.url,
-      secret: row.secret,
-      nextSecret: row.next_secret,
-      event: row.event,
-      eventId: row.event_id,
-      body: row.body,
-    });
+    const result = await sendAttempt(row);
     if (noteAttempt(breaker, row.subscription_id, row.url, result.unreachable, Date.now())) {
       log.warn(
         { subscriptionId: row.subscription_id, error: result.error, ...traceLogFields(span.trace) },

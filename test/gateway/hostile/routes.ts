@@ -43,6 +43,18 @@ const markerBody: Record<string, JsonMaker> = {
   icon: ({ prng }) => json(prng.pick(["swords", "skull", "https://x/y.png"])),
   actor: () => json("bot"),
 };
+const subscriptionChange: Record<string, JsonMaker> = {
+  disabled: ({ prng }) => json(prng.pick([true, false, "yes", null])),
+  rateLimitPerSecond: ({ prng }) => json(prng.pick([1, 50, 10_000, 0, 10_001, null, 1.5, "5"])),
+};
+const rotation: Record<string, JsonMaker> = {
+  graceSeconds: ({ prng }) => json(prng.pick([0, 60, 86_400, 604_800, -1, 604_801, "60", null])),
+};
+const recovery: Record<string, JsonMaker> = {
+  since: ({ prng }) =>
+    json(prng.pick([new Date(Date.now() - 3_600_000).toISOString(), "2020-01-01T00:00:00Z", "yesterday", null])),
+  until: ({ prng }) => json(prng.pick([new Date().toISOString(), "2999-01-01T00:00:00Z", "not a time", null])),
+};
 const webhookBody: Record<string, JsonMaker> = {
   url: ({ prng }) => json(prng.pick(["https://example.com/hook", "http://127.0.0.1/", "https://2130706433/"])),
   events: ({ prng }) => json(prng.pick([["asset.ready"], ["collection.finalized", "asset.deleted"], ["nope"], []])),
@@ -75,4 +87,9 @@ export const routeSchemas: readonly RouteSchema[] = [
   { method: "GET", path: "/v1/webhooks/:id/deliveries", auth: "signature", query: pageQuery },
   { method: "GET", path: "/v1/webhooks/deliveries/:id", auth: "signature" },
   { method: "POST", path: "/v1/webhooks/deliveries/:id/replay", auth: "api-key" },
+  { method: "GET", path: "/v1/webhooks/:id", auth: "signature" },
+  { method: "PATCH", path: "/v1/webhooks/:id", auth: "signature", body: { ...webhookBody, ...subscriptionChange } },
+  { method: "POST", path: "/v1/webhooks/:id/rotate-secret", auth: "signature", body: rotation },
+  { method: "POST", path: "/v1/webhooks/:id/recover", auth: "signature", body: recovery },
+  { method: "GET", path: "/v1/webhooks/:id/stats", auth: "signature" },
 ];
