@@ -38,7 +38,7 @@ describe.each(sharedSystems().filter((s) => s.databaseUrl !== undefined))("secre
     }
   });
 
-  it("seals a clear-text secret from before encryption: the subscription's deliveries still verify with it", async () => {
+  it("seals clear-text secrets from before encryption: the subscription's deliveries still verify, the signing key still signs", async () => {
     const { secretsPort, certDir } = inject("webhookReceiver");
     const receiver = await startWebhookReceiver({ port: secretsPort, certDir });
     const client = new pg.Client({ connectionString: databaseUrl });
@@ -47,18 +47,28 @@ describe.each(sharedSystems().filter((s) => s.databaseUrl !== undefined))("secre
       const t = await tenantOn(sys);
       const path = receiver.newPath();
       const { id } = await t.subscribe(receiver.url(path), ["collection.finalized"]);
-      // As the upgrade finds it: the secret in the clear.
+      // As the upgrade finds them: the subscription's and the tenant's signing key's secrets in the clear.
       const clear = `whsec_${randomBytes(32).toString("base64url")}`;
       await client.query("UPDATE webhooks.subscription SET secret = $2 WHERE subscription_id = $1", [id, clear]);
+      await client.query("UPDATE identity.signing_key SET secret = $2 WHERE kid = $1", [t.signer.kid, t.signer.secret]);
+      expect((await t.signed("GET", "/v1/webhooks")).status).toBe(200);
       const cli = await runReplayctl(sys.internalUrl, ["secrets", "reencrypt"]);
       expect(cli.code, cli.stderr).toBe(0);
       expect(cli.out.resealed["webhooks.subscription"]).toBeGreaterThanOrEqual(1);
+      expect(cli.out.resealed["identity.signing_key"]).toBeGreaterThanOrEqual(1);
       expect(cli.out.unreadable).toEqual({ "identity.signing_key": 0, "webhooks.subscription": 0 });
       const { rows } = await client.query<{ secret: string }>(
         "SELECT secret FROM webhooks.subscription WHERE subscription_id = $1",
         [id],
       );
       expect(rows[0]?.secret).toMatch(/^enc1:[0-9a-f]{8}:/);
+      const { rows: keys } = await client.query<{ secret: string }>(
+        "SELECT secret FROM identity.signing_key WHERE kid = $1",
+        [t.signer.kid],
+      );
+      expect(keys[0]?.secret).toMatch(/^enc1:[0-9a-f]{8}:/);
+      // The signing key still signs: its requests are accepted as before.
+      expect((await t.signed("GET", "/v1/webhooks")).status).toBe(200);
       const again = await runReplayctl(sys.internalUrl, ["secrets", "reencrypt"]);
       expect(again.out.resealed).toEqual({ "identity.signing_key": 0, "webhooks.subscription": 0 });
 

@@ -1,9 +1,10 @@
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testDbModes } from "../../lib/db/_testing.js";
 import type { Db } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
 import { openSecrets } from "../../lib/secrets/_testing.js";
+import { createSecretBox } from "../../lib/secrets/box.js";
 import { signRequest } from "../../lib/signing.js";
 import { deleteNoncesExpired, insertSigningKey, insertTenant } from "../identity/store.js";
 import { createAuthenticator, SIGNATURE_WINDOW_MS } from "./authenticate.js";
@@ -40,10 +41,10 @@ describe.each(testDbModes())("signed requests ($name database)", ({ open }) => {
   let clock = T;
   const authenticator = () =>
     createAuthenticator({ db, keyCache: createKeyCache(), now: () => clock, secrets: openSecrets });
-  const verify = (target: string, opts: { ts: number; nonce: string }) => {
+  const verify = (target: string, opts: { ts: number; nonce: string }, using = authenticator()) => {
     const signed = signRequest({ tenant, kid, secret, method: "GET", url: `http://gw${target}`, ...opts });
     const at = target.indexOf("?");
-    return authenticator().signature({
+    return using.signature({
       authorization: signed.authorization,
       method: "GET",
       path: at === -1 ? target : target.slice(0, at),
@@ -69,6 +70,19 @@ describe.each(testDbModes())("signed requests ($name database)", ({ open }) => {
     clock = T + SIGNATURE_WINDOW_MS + 2_000;
     await deleteNoncesExpired(db, new Date(clock), 100);
     expect(await codeOf(verify("/v1/replays", { ts: clock, nonce }))).toBe("ok");
+  });
+
+  it("refuses a correct signature as INVALID_SIGNATURE when the key's secret is sealed under a SECRETS_KEY it lacks", async () => {
+    clock = T;
+    const elsewhere = createAuthenticator({
+      db,
+      keyCache: createKeyCache(),
+      now: () => clock,
+      secrets: createSecretBox(randomBytes(32)),
+    });
+    const nonce = `n_${randomUUID().replaceAll("-", "")}`;
+    expect(await codeOf(verify("/v1/replays", { ts: T, nonce }, elsewhere))).toBe("INVALID_SIGNATURE");
+    expect(await codeOf(verify("/v1/replays", { ts: T, nonce }))).toBe("ok");
   });
 
   it('signs the query as sent after the first "?", a second "?" included', async () => {

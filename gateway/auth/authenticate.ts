@@ -1,6 +1,7 @@
 import { readRetryingConnectionLoss } from "../../lib/db/errors.js";
 import type { Queryable } from "../../lib/db/types.js";
 import { DomainError } from "../../lib/errors.js";
+import { logger } from "../../lib/log.js";
 import type { SecretBox } from "../../lib/secrets/box.js";
 import { canonicalQuery, canonicalString, hmacSha256Hex, sha256Hex } from "../../lib/signing.js";
 import type { ApiKeyIdentityRow } from "../identity/store.js";
@@ -26,6 +27,24 @@ export type Authenticator = {
   /** Verifies an FV1-HMAC-SHA256 signed request and uses up its nonce; returns the tenant id. */
   signature(req: SignedRequest): Promise<string>;
 };
+
+/**
+ * The signing key's secret, or undefined when no key of this process opens it (SECRETS_KEY
+ * misconfigured): logged for the operator, answered as a signature that does not match.
+ */
+const log = logger("gateway:auth");
+
+function openedSecret(secrets: Pick<SecretBox, "open">, kid: string, stored: string): string | undefined {
+  try {
+    return secrets.open(stored);
+  } catch (err) {
+    log.error(
+      { kid, err: String(err) },
+      "a signing key's secret cannot be opened: is SECRETS_KEY the one that sealed it?",
+    );
+    return undefined;
+  }
+}
 
 export function createAuthenticator(deps: {
   db: Queryable;
@@ -70,8 +89,10 @@ export function createAuthenticator(deps: {
       const query = canonicalQuery(`?${req.rawQuery}`);
       const invalid = () => new DomainError("INVALID_SIGNATURE", "the signature does not match the request");
       if (!key || key.tenant_id !== tenantId || query === undefined) throw invalid();
+      const secret = openedSecret(deps.secrets, kid, key.secret);
+      if (secret === undefined) throw invalid();
       const expected = hmacSha256Hex(
-        deps.secrets.open(key.secret),
+        secret,
         canonicalString({
           tenant,
           ts,
