@@ -1,10 +1,65 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
+
+/**
+ * The `unit` layer: files that need no running system, no database and no NATS (rules, codecs,
+ * SQL builders, in-process servers on loopback), so `npm run test:unit` answers in seconds with
+ * nothing running. Every other file is in `system`, which starts the shared systems and the test
+ * databases' templates first (test/global-setup.ts): a new test file lands there until it is listed
+ * here. `npm test` runs both.
+ */
+const UNIT = [
+  "cli/commands.test.ts",
+  "clients/typescript/test/retry.test.ts",
+  "clients/typescript/test/types.test.ts",
+  "gateway/auth/api-key.test.ts",
+  "gateway/auth/key-cache.test.ts",
+  "gateway/auth/scopes.test.ts",
+  "gateway/auth/signature-header.test.ts",
+  "gateway/openapi/document.test.ts",
+  "gateway/problem.test.ts",
+  "gateway/rate-limit.test.ts",
+  "gateway/routes/json.test.ts",
+  "lib/blob/blob.test.ts",
+  "lib/db/batch.test.ts",
+  "lib/db/timestamp.test.ts",
+  "lib/ids.test.ts",
+  "lib/member-role.test.ts",
+  "lib/page/keyset.test.ts",
+  "lib/page/page.test.ts",
+  "lib/rpc/binary-decoder.test.ts",
+  "lib/rpc/binary-encoder.test.ts",
+  "lib/rpc/h2-abuse.test.ts",
+  "lib/rpc/server.test.ts",
+  "lib/rpc/text-encoding.test.ts",
+  "lib/rpc/text-guard.test.ts",
+  "lib/secrets/box.test.ts",
+  "lib/service-host.test.ts",
+  "lib/shared-answer.test.ts",
+  "lib/signing.test.ts",
+  "lib/startup-wait.test.ts",
+  "lib/timestamp-iso.test.ts",
+  "lib/trace.test.ts",
+  "lib/worker/worker.test.ts",
+  "services/markers/marker.test.ts",
+  "services/replays/archive.test.ts",
+  "services/replays/transitions.test.ts",
+  "services/servers/name.test.ts",
+  "services/servers/setup.test.ts",
+  "services/webhooks/delivery/address.test.ts",
+  "services/webhooks/delivery/breaker.test.ts",
+  "services/webhooks/delivery/deadline.test.ts",
+  "services/webhooks/delivery/retry-after.test.ts",
+  "services/webhooks/delivery/schedule.test.ts",
+  "services/webhooks/delivery/signature.test.ts",
+  "services/webhooks/delivery/slots.test.ts",
+  "services/webhooks/delivery/webhook-url.test.ts",
+  "test/bench/rounds.test.ts",
+  "test/boundaries.test.ts",
+  "test/grpc-clients-doc.test.ts",
+];
 
 export default defineConfig({
   test: {
-    include: ["**/*.test.ts"],
-    globalSetup: ["test/global-setup.ts"],
-    exclude: ["node_modules/**", "dist/**"],
     // Files share one Postgres and one NATS; each isolates itself (own database, own subjects),
     // and two forks keep this 2-core machine responsive.
     pool: "forks",
@@ -16,5 +71,17 @@ export default defineConfig({
     // Test files share a worker process in turn (no fresh process and module graph per file): they
     // keep no module state that one could leak to another, and a run takes about 3 s less.
     isolate: false,
+    projects: [
+      { extends: true, test: { name: "unit", include: UNIT } },
+      {
+        extends: true,
+        test: {
+          name: "system",
+          include: ["**/*.test.ts"],
+          exclude: [...configDefaults.exclude, "dist/**", ...UNIT],
+          globalSetup: ["test/global-setup.ts"],
+        },
+      },
+    ],
   },
 });

@@ -1,6 +1,3 @@
-// Over ~350 lines because it covers every replayctl command of operations.md, each with its flags'
-// rules, against in-memory services: one table per part of the CLI (parsing, times, commands,
-// failures).
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";

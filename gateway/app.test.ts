@@ -91,7 +91,7 @@ function openConnections(app: { server: { getConnections(cb: (err: Error | null,
   return new Promise<number>((resolve) => app.server.getConnections((_err, n) => resolve(n)));
 }
 
-describe("the public port's connection limits (issue 29)", () => {
+describe("the public port's connection limits", () => {
   it("cuts a request whose body trickles in, with a 400 problem, once the request timeout passes", async () => {
     const { app, port } = await listening({
       limits: { headersTimeoutMs: 1000, requestTimeoutMs: 1000, checkIntervalMs: 100 },

@@ -146,7 +146,7 @@ function registerApiReference(app: FastifyInstance, routes: readonly Route[]): v
   const openApi = JSON.stringify(openApiDocument(routes));
   app.get("/openapi.json", async (_req, reply) => reply.type("application/json").send(openApi));
   // The page's 3.5 MB script goes out from one Buffer (compressed once), never the plugin's string:
-  // a string is copied into every response a slow reader has not taken yet (issue 29).
+  // a string is copied into every response a slow reader has not taken yet.
   const docsScript: Promise<DocsScript> = loadDocsScript();
   app.register(scalarApiReference, {
     routePrefix: "/docs",

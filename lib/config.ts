@@ -3,8 +3,6 @@ import { defaultTemplateDir } from "./db/embedded-template.js";
 /**
  * The process configuration, parsed once from the environment (spec/operations.md). This is the
  * only module that reads process.env; loadConfig is pure so that tests call it with a literal.
- * Over ~350 lines because every variable of every process is read here, in one pass that reports
- * every bad value at once (docs/configuration.md is its table).
  */
 export const processNames = ["gateway", "markers", "servers", "replays", "webhooks"] as const;
 export type ProcessName = (typeof processNames)[number];

@@ -1,7 +1,5 @@
 // Authentication and tenancy at the gateway, end to end: decisions.md §2 ("API keys", "Request
 // signing", "Tenancy") against the distributed deployment with two gateway replicas.
-// Over ~350 lines because it covers one table per rule of decisions.md §2 (keys, scopes, member
-// rights, signing, tenancy) over every route of the table, sharing the helpers below.
 import { createHash, createHmac, randomBytes, randomUUID } from "node:crypto";
 import pg from "pg";
 import { describe, expect, it } from "vitest";

@@ -8,7 +8,7 @@ import { grpcRecorder } from "./recorder.js";
 import { sharedSystems } from "./shared-system.js";
 
 // Recorder check-ins from a stock gRPC client, many at once on one connection, the way the servers
-// service groups them into one statement per tick (issue 9): each caller gets its own answer or
+// service groups them into one statement per tick: each caller gets its own answer or
 // its own error, in both run modes. Distributed: straight to the servers service; embedded: through
 // the gateway's internal port, the only gRPC door of that mode.
 

@@ -2,7 +2,7 @@
 // dev tenant printed on the first start works, a restart says how to mint it a new key, and the
 // gateway's authentication holds there too.
 import { randomBytes, randomUUID } from "node:crypto";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createReplayClient } from "@replay/client";
@@ -233,7 +233,7 @@ describe("embedded mode (npm start)", () => {
     expectProblem(await sendSigned(sys.baseUrl, dev.signer, "GET", "/v1/replays", { nonce, ts }), 401, "NONCE_REUSED");
   });
 
-  // Issue 28: a recorder that goes away mid-upload (cancelled, or its process killed) is no fault of
+  // A recorder that goes away mid-upload (cancelled, or its process killed) is no fault of
   // ours: it was logged as an error ("rpc handler failed", ERR_STREAM_PREMATURE_CLOSE).
   it("logs a recorder that goes away mid-upload as info, never as an error", async () => {
     const t = await provisionTenant(sys);
@@ -270,6 +270,19 @@ describe("embedded mode (npm start)", () => {
   it("SIGTERM stops the process with exit code 0", async () => {
     const codes = await sys.stop();
     expect(codes, sys.output()).toEqual([0]);
+  });
+
+  it("keeps its secrets key in DATA_DIR (0600), and no file of its database holds the signing secret in the clear", async () => {
+    expect((await stat(join(dataDir, "secrets.key"))).mode & 0o777).toBe(0o600);
+    const files = (await readdir(join(dataDir, "pg"), { recursive: true, withFileTypes: true })).filter((f) =>
+      f.isFile(),
+    );
+    expect(files.length).toBeGreaterThan(100);
+    const needle = Buffer.from(dev.secret, "utf8");
+    for (const file of files) {
+      const path = join(file.parentPath ?? (file as unknown as { path: string }).path, file.name);
+      expect((await readFile(path)).includes(needle), path).toBe(false);
+    }
   });
 
   it("a second start on the same data directory prints no secret but the dev tenant and a working key create line; the first keys keep working", async () => {

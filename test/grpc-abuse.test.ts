@@ -6,7 +6,7 @@ import { CheckInRequestSchema, RecorderService } from "../gen/replay/servers/v1/
 import { grpcEnvelope, grpcPrefix, type RawGrpcAnswer, rawGrpc, rssOf } from "./raw-grpc.js";
 import { sharedSystems } from "./shared-system.js";
 
-// The gRPC abuse an internet-facing gRPC server is tested against (issue 29), each written by hand
+// The gRPC abuse an internet-facing gRPC server is tested against, each written by hand
 // on node:http2 against a running system: its gateway's internal port in both modes, and the
 // servers service's own port in the distributed mode. Each records how long the answer took and
 // the process's resident memory before and after (from its GET /metrics); docs/grpc-port.md

@@ -1,4 +1,4 @@
-// Issue 29's points through the other clients we did not write, beside the Python suite
+// The gRPC hardening's points through the other clients we did not write, beside the Python suite
 // (test/interop-python.test.ts): grpc-js (@grpc/grpc-js, the stock Node client) and `buf curl` (Go's
 // gRPC over net/http2, with proto/ as its schema), against the shared systems of both modes, on the
 // gateway's internal port and each service's own.
@@ -91,7 +91,7 @@ async function bufCurl(url: string, path: string, body: unknown): Promise<Record
   return JSON.parse(stdout);
 }
 
-describe.each(sharedSystems())("grpc-js and buf curl: issue 29's points ($mode mode)", (sys) => {
+describe.each(sharedSystems())("grpc-js and buf curl: the hardening's points ($mode mode)", (sys) => {
   const everyPort = [sys.internalUrl, ...Object.values(sys.ownServiceUrls)];
   const recorderPorts = [sys.internalUrl, sys.ownServiceUrls.servers as string];
 

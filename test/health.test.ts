@@ -53,7 +53,7 @@ describe.each(sharedSystems())("grpc.health.v1 on the gateway's internal port ($
   });
 });
 
-// Both modes give each service a port of its own (the embedded one since issue 29: MARKERS_PORT, ...),
+// Both modes give each service a port of its own (the embedded one: MARKERS_PORT, ...),
 // which is what the probes and a gRPC client call.
 describe.each(sharedSystems())("grpc.health.v1 on every service ($mode mode)", (sys) => {
   const serviceUrls = sys.ownServiceUrls;

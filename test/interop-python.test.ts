@@ -1,4 +1,4 @@
-// Issue 29: Python's gRPC (C-core, Debian's python3-grpcio) against the running system in both
+// Python's gRPC (C-core, Debian's python3-grpcio) against the running system in both
 // modes, as an outside integrator calls it: code built from proto/ alone (`buf build proto`, read by
 // test/interop/python/protos.py) and what docs/grpc-clients.md says. Each Python test is a test here.
 import { execFile } from "node:child_process";

@@ -1,5 +1,3 @@
-// Over ~350 lines because it covers every timeline-marker rule (spec, decisions.md §1 and §3) in
-// both modes, through the real recording and servers APIs.
 import { randomUUID } from "node:crypto";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";

@@ -25,11 +25,11 @@ function jsBlocks(markdown: string): string[] {
   return [...markdown.matchAll(/^```js\n([\s\S]*?)^```$/gm)].map((m) => m[1] as string);
 }
 
-describe("README: signing a request", () => {
+describe("docs/signing.md: signing a request", () => {
   it(`shows ${EXAMPLE} verbatim`, () => {
     const example = readFileSync(join(root, EXAMPLE), "utf8");
-    const blocks = jsBlocks(readFileSync(join(root, "README.md"), "utf8"));
-    expect(blocks, "a ```js block in README.md that is the example file").toContain(example);
+    const blocks = jsBlocks(readFileSync(join(root, "docs", "signing.md"), "utf8"));
+    expect(blocks, "a ```js block in docs/signing.md that is the example file").toContain(example);
   });
 
   describe.each(sharedSystems())("$mode system", (sys) => {

@@ -1,5 +1,3 @@
-// Over ~350 lines because it covers the whole recording lifecycle (decisions.md §7) over gRPC in
-// both modes, uploads, cancels and kills included.
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -423,7 +421,7 @@ describe.each(sharedSystems())("recording lifecycle ($mode mode)", (sys) => {
     expect((await archivesOf(t.tenantId, replayId)).length).toBe(1);
   });
 
-  // Issue 28: through the gateway's internal port, a cancelled upload finished the replay with the
+  // Through the gateway's internal port, a cancelled upload finished the replay with the
   // chunks sent so far (its forwarder ended the backend's stream cleanly); a killed recorder too.
   it("finishes nothing on an upload cancelled or cut off mid-stream, on the gateway's port and the replays service's own", async () => {
     const t = await tenant();

@@ -1,5 +1,3 @@
-// Over ~350 lines because it covers the replays API's every rule (keyset pages, filters, get,
-// cascading delete and quota) in both modes, with the seeding that needs.
 import { randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";

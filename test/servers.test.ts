@@ -1,5 +1,3 @@
-// Over ~350 lines because it covers servers management and check-in (spec Servers, decisions.md §2
-// and §4) in both modes, every state and transition of a server.
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";

@@ -97,7 +97,7 @@ describe("start-up", () => {
     expect(readdirSync(dataDir)).toEqual([]);
 
     const [freePort] = (await freePorts(1)) as [number];
-    // Issue 29: the four services on the ports their variables name, printed in the banner.
+    // The four services on the ports their variables name, printed in the banner.
     const services = await freeServicePorts();
     const started = start([], { ...env, PORT: String(freePort), ...services.env });
     await ready(started, freePort);

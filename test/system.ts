@@ -1,5 +1,3 @@
-// Over ~350 lines because it covers the end-to-end harness's one job, starting and stopping either
-// mode as users run it, with the waits and teardown each needs.
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";

@@ -1,5 +1,3 @@
-// Over ~350 lines because it covers the eight events, signing, retries, the delivery log and manual
-// replay (decisions.md §6) in both modes against a real receiver.
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";

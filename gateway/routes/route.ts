@@ -80,7 +80,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 /**
  * How deep a body may nest arrays and objects. The deepest contract body is 2 (a webhook
  * subscription's events); more is never a field we read, and a body nested thousands deep once
- * overflowed the stack of the Idempotency-Key fingerprint (issue 29).
+ * overflowed the stack of the Idempotency-Key fingerprint.
  */
 export const MAX_JSON_DEPTH = 32;
 

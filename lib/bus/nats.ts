@@ -1,8 +1,6 @@
 // The Bus (bus.ts) on NATS JetStream: one stream per producer, publishes deduplicated by event id,
 // durable pull consumers with their redelivery, broadcasts, and the connection's status for
-// readiness. Over ~350 lines because those parts share one connection, its JetStream manager and
-// its status (a reconnect or a lost stream concerns them all); the option and error rules each
-// part uses are kept in the constants and small functions above createNatsBus.
+// readiness.
 import type {
   ConsumerConfig,
   ConsumerMessages,

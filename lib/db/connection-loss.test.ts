@@ -4,7 +4,7 @@ import { createTestDb } from "./_testing.js";
 import { isConnectionLoss } from "./errors.js";
 import type { Db } from "./types.js";
 
-// Issue 28: a Postgres failover, restart or pg_terminate_backend drops every connection at once.
+// A Postgres failover, restart or pg_terminate_backend drops every connection at once.
 // The transaction on a dropped connection must fail alone, with an error callers can tell apart
 // (isConnectionLoss: a 503, never a 500), and the process must live: pg emits the loss as an
 // 'error' event on the checked-out client, which crashed the process when nothing listened.

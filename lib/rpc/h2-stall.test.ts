@@ -5,7 +5,7 @@ import { pollUntil } from "../../test/poll.js";
 import { H2_LIMITS } from "./h2-limits.js";
 import { createDualListener, type DualListener } from "./listener.js";
 
-// A stalled HTTP/2 reader (issue 29 point 13): a client that asks for responses and never opens
+// A stalled HTTP/2 reader : a client that asks for responses and never opens
 // its receive window held them all, for good. The listener's session guard cuts a session that
 // owes data and has read too little of it for `stallTimeoutMs` (short here), and leaves alone a
 // long-lived stream between its messages and an idle connection.

@@ -1,6 +1,3 @@
-// Over ~350 lines because it covers the lean hop held to connect-node's answers for every protocol
-// and client (Connect, gRPC, gRPC-Web; connect-node, grpc-js, raw HTTP): one handler, one table of
-// clients.
 import { execFile } from "node:child_process";
 import http from "node:http";
 import http2 from "node:http2";

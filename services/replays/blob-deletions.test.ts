@@ -11,7 +11,7 @@ import { waitFor } from "../../test/poll.js";
 import { insertBlobDeletion, updateBlobDeletionsClaimed } from "./archive-store.js";
 import { blobDeletionsWorker, retryDelayMs } from "./blob-deletions.js";
 
-// The archive removal queue (issue 10: no orphan archive for ever): the worker removes a queued
+// The archive removal queue (no orphan archive for ever): the worker removes a queued
 // archive from a real blob store and drops the queue row only once the store confirmed; a store
 // that fails leaves the row queued, counted and due later.
 

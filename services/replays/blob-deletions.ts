@@ -25,7 +25,7 @@ export function retryDelayMs(attempts: number, retry: { baseMs: number; maxMs: n
 }
 
 /**
- * Drains replays.blob_deletion (issue 10: a crash between the metadata delete and the blob delete
+ * Drains replays.blob_deletion (a crash between the metadata delete and the blob delete
  * leaves no orphan for ever), after queueing the keys of archive uploads a crash abandoned. Each round claims due keys for a lease (one statement, SKIP LOCKED, so
  * replicas never take the same key at once), removes each archive from the blob store outside any
  * transaction (a slow store never holds a database connection, which the embedded mode's single one

@@ -13,7 +13,7 @@ export type RetentionDeps = {
 };
 
 /**
- * The retention reaper (issue 10). Each round moves finished replays whose hot period has passed
+ * The retention reaper. Each round moves finished replays whose hot period has passed
  * (`hot_until`, set from the tenant's plan when the recording started) from `hot` to `cold`, then expires a batch of replays whose `retention_until` has passed, through the
  * same transition as ExpireReplay, in one transaction. Rows are claimed with FOR UPDATE SKIP LOCKED,
  * and a claimed row is re-checked against its committed state, so several replicas never move or

@@ -18,7 +18,7 @@ import { webhooksConsumers } from "./events.js";
 import * as store from "./store.js";
 
 // The webhooks consumer on a real bus (JetStream with NATS, else the embedded one) and a real HTTPS
-// receiver. Issue 28: the broker may hand an event out again as a new message, not flagged
+// receiver. The broker may hand an event out again as a new message, not flagged
 // redelivered (a NATS restart that lost the consumer's acks: 285 events POSTed again in the soak,
 // none of them in the delivery log). An event applied already must send nothing, and every POST
 // sent must be in the log.

@@ -2,8 +2,6 @@
 // scope, rate limit, RPC, SQL) against a baseline measured in the same run (one Fastify process
 // answering the same query with `pg`), plus where the extra time goes (the embedded start has its
 // own benchmark, `npm run bench embedded`).
-// Over ~350 lines because it covers a benchmark, its baseline and the breakdown of where the extra
-// time goes, compared in one run.
 import { cpus } from "node:os";
 import { isDeepStrictEqual } from "node:util";
 import pg from "pg";

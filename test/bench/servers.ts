@@ -4,9 +4,6 @@
 // check-ins through the gateway's internal forwarder, and the service's check-in handler without the
 // RPC (where the time goes). Every measured run is checked against the rows it should have written.
 // The last line on stdout is one JSON object for scripts (summaryLine).
-// Over ~350 lines because it covers a benchmark, its baseline and the runs that say where the time
-// goes, each checked against the rows it wrote; one file so that the JSON summary compares them in
-// one run.
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -49,7 +46,7 @@ const BREAKDOWN_CONCURRENCY: readonly number[] = [1, 64];
  * Both sides use the same number.
  */
 const GENERATOR_PROCESSES = 2;
-/** Issue 9: batching lets the service beat the bare UPDATE loop at 64 in flight. */
+/** Batching lets the service beat the bare UPDATE loop at 64 in flight. */
 const TARGET_CONCURRENCY = 64;
 const RATIO_TARGET = 1.0;
 type TargetName = (typeof TARGETS)[number];

@@ -1,4 +1,4 @@
-// Clients that never read (issue 29 #11): N connections each pipeline three GET /docs/js/scalar.js
+// Clients that never read: N connections each pipeline three GET /docs/js/scalar.js
 // (3.5 MB) and read nothing. Starts the embedded system from dist/, then reports its resident memory
 // before, at the peak and after, the slowest /healthz while it lasts, and how many of the attack's
 // connections the gateway still holds as time passes. docs/public-port.md has the figures.
@@ -92,7 +92,7 @@ export async function run(args: string[]): Promise<void> {
     }
     const after = rssMb(child.pid as number);
     // The ratio is the peak resident memory over the baseline measured before the attack, in this
-    // run: 1.0 is no growth (it was 3.3 before issue 29's fixes).
+    // run: 1.0 is no growth (it was 3.3 before the public port's limits).
     const ratio = Math.round((peak / before) * 100) / 100;
     process.stdout.write(
       `${JSON.stringify({ bench: "unread-clients", ratio: { [clients]: ratio }, seconds, rssMb: { before, peak, after }, healthzMs: { before: Math.round(healthBefore), slowestDuring: Math.round(slowest) }, connectionsHeld: held.join(" ") })}\n`,

@@ -7,8 +7,6 @@
 // then the drain: the receiver goes down for 30 s while 1 000 events (10 000 deliveries) occur, and
 // the time from its return to the last delivery. Every event must arrive at every subscription.
 // Last line: {"bench":"webhooks","ratio":{"160":n},...}.
-// Over ~350 lines because it covers the whole delivery pipeline, its baseline and the per-process
-// CPU breakdown, compared in one run.
 import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { cpus, tmpdir } from "node:os";

@@ -65,7 +65,7 @@ describe.skipIf(distributedSkipReason())(
       expect((await send(sys.baseUrl, "GET", "/v1/api/replays", { headers: t.bearer() })).status).toBe(200);
     });
 
-    // Issue 28's soak: an upload through the gateway's internal port whose replays replica died
+    // Seen in the fault soak: an upload through the gateway's internal port whose replays replica died
     // mid-stream ended CANCELLED ("http2 stream closed"), which a recorder takes for its own cancel.
     it("answers UNAVAILABLE, not CANCELLED, to an upload through the gateway whose backend dies mid-stream", async () => {
       const sys = system();
@@ -154,7 +154,7 @@ describe.skipIf(distributedSkipReason())(
       expect((await recording(sys).startRecording({ serverId, integration: "x" })).replayId).toMatch(/^[0-9a-f-]{36}$/);
     });
 
-    // Issue 32: the client package retries what is safe through a restart, and nothing else.
+    // The client package retries what is safe through a restart, and nothing else.
     it("lets @replay/client retry a GET through the service's restart, and sends a POST once", async () => {
       const sys = system();
       const t = await provisionTenant(sys);

@@ -8,7 +8,7 @@ import { pollUntil } from "../poll.js";
 import { grpcCheckIn } from "../recorder.js";
 import { distributedSkipReason, startDistributedSystem } from "../system.js";
 
-// Issue 28: a Postgres failover or restart terminates every connection at once. Each process must
+// A Postgres failover or restart terminates every connection at once. Each process must
 // live through it (a dropped connection under a transaction crashed 7 of 10 processes), a request
 // that held a dropped connection is answered 503 SERVICE_UNAVAILABLE with Retry-After (never 500:
 // authentication on a dropped connection was), and the system serves and publishes events again.

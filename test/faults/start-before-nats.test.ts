@@ -9,7 +9,7 @@ import { natsServer, natsServerBinary } from "../nats-server.js";
 import { pollUntil } from "../poll.js";
 import { distributedSkipReason, startDistributedSystem } from "../system.js";
 
-// Issue 28's soak: a replica restarted while NATS was restarting exited 1 at once ("failed to
+// Seen in the fault soak: a replica restarted while NATS was restarting exited 1 at once ("failed to
 // start", CONNECTION_REFUSED), and in Kubernetes would crash-loop through every NATS restart. A
 // process now waits for its dependencies at start (lib/startup-wait.ts) and comes up with them.
 

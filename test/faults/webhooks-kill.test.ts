@@ -13,7 +13,7 @@ import { grpcCheckIn } from "../recorder.js";
 import { distributedSkipReason, startDistributedSystem } from "../system.js";
 import { startWebhookReceiver } from "../webhook-receiver.js";
 
-// Issue 12, at least once: the webhooks service (consumer and delivery worker) and the NATS server
+// At least once: the webhooks service (consumer and delivery worker) and the NATS server
 // are SIGKILLed and restarted while replays emit events that fan out to three subscriptions; every
 // event still reaches every subscription's receiver.
 

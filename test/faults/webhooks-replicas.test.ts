@@ -31,22 +31,30 @@ describe.skipIf(skip)(`webhooks with two replicas (distributed mode; ${skip ?? "
     onTestFinished(() => sys.stop().then(() => undefined));
     const t = await tenantOn(sys);
 
-    // 15 events at 3 a second take five seconds of the database's clock, whichever replica claims:
-    // each replica held to 3 a second on its own would send them in three.
+    // 24 deliveries due at once (held while disabled, then enabled) at 3 a second take eight
+    // seconds of the database's clock, whichever replica claims them: more than 6 s from the first
+    // arrival to the last. Each replica held to 3 a second on its own would send them in four (4 s).
     const limited = receiver.newPath();
     const { id: limitedId } = await t.subscribe(receiver.url(limited), ["collection.finalized"]);
-    const patched = await t.signed("PATCH", `/v1/webhooks/${limitedId}`, { rateLimitPerSecond: 3 });
-    expect(patched.status, patched.text).toBe(200);
+    const held = { disabled: true, rateLimitPerSecond: 3 };
+    expect((await t.signed("PATCH", `/v1/webhooks/${limitedId}`, held)).status).toBe(200);
 
     const failing = receiver.newPath();
     receiver.behave(failing, { status: 500 });
     const { id: failingId } = await t.subscribe(receiver.url(failing), ["asset.deleted"]);
 
-    for (let i = 0; i < 15; i++) await t.finishedReplay();
-    const arrived = await receiver.waitForRequests(limited, 15, 60_000);
+    for (let i = 0; i < 24; i++) await t.finishedReplay();
+    await pollUntil(
+      () => t.deliveries(limitedId),
+      (list) => list.length === 24,
+      30_000,
+      200,
+    );
+    expect((await t.signed("PATCH", `/v1/webhooks/${limitedId}`, { disabled: false })).status).toBe(200);
+    const arrived = await receiver.waitForRequests(limited, 24, 60_000);
     const times = arrived.map((r) => r.at).sort((a, b) => a - b);
     const spreadMs = (times.at(-1) as number) - (times[0] as number);
-    expect(spreadMs, `15 deliveries at 3/s arrived over ${spreadMs} ms`).toBeGreaterThan(3_500);
+    expect(spreadMs, `24 deliveries at 3/s arrived over ${spreadMs} ms`).toBeGreaterThan(5_000);
     const bySecond = new Map<number, number>();
     for (const at of times) bySecond.set(Math.floor(at / 1000), (bySecond.get(Math.floor(at / 1000)) ?? 0) + 1);
     // A send may cross into the next second after its claim: never more than two seconds' worth.
@@ -62,13 +70,13 @@ describe.skipIf(skip)(`webhooks with two replicas (distributed mode; ${skip ?? "
       200,
     );
     expect(disabled).toMatchObject({ disabledReason: "failing", disabledAt: expect.any(String) });
-    const held = await pollUntil(
+    const holding = await pollUntil(
       () => t.deliveries(failingId),
       (list) => list.length === 1 && list[0]?.next_attempt_at === null,
       30_000,
       200,
     );
-    expect(held[0]).toMatchObject({ status: "pending", attempts: [{}, {}] });
+    expect(holding[0]).toMatchObject({ status: "pending", attempts: [{}, {}] });
     const counted = await pollUntil(
       async () => {
         const texts = await Promise.all(

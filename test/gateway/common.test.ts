@@ -1,7 +1,5 @@
 // The common shape of every gateway answer (decisions.md §1) and the per-tenant rate limit
 // (decisions.md §2 "Rate limit"), end to end against the distributed deployment.
-// Over ~350 lines because it covers the answer shape holds on every route and the rate limit on
-// every replica: both are tables over the whole route table, sharing the helpers below.
 import { randomBytes, randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { provisionTenant, type Res, rawRequest, send, sendSigned } from "../http.js";

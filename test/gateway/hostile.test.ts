@@ -1,4 +1,4 @@
-// The hostile-request generator of issue 15, kept as a test: seeded random requests to every public
+// A hostile-request generator, kept as a test: seeded random requests to every public
 // route (valid-ish and mutated bodies, query values, path ids, headers, methods, credentials) with a
 // provisioned tenant's valid key, so that authenticated paths are reached. Any 5xx (but a 501 from
 // a route not built yet), an error that is not problem+json, or a missing X-Request-Id fails it,

@@ -1,4 +1,4 @@
-// Text that a well-behaved client never sends, end to end in both modes (issue 15): U+0000 never
+// Text that a well-behaved client never sends, end to end in both modes: U+0000 never
 // reaches Postgres (public routes answer the field's own code, the internal APIs INVALID_ARGUMENT
 // naming the field), an id of "" is supplied and malformed (decisions.md §3, §4), and every name
 // the system takes is trimmed of Unicode White_Space only (decisions.md §1, §4), U+FEFF kept.

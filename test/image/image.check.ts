@@ -1,4 +1,4 @@
-// The image as a cluster runs it (issue 30): test/image/run.sh builds it from deploy/Dockerfile and
+// The image as a cluster runs it: test/image/run.sh builds it from deploy/Dockerfile and
 // hands its name over in REPLAY_IMAGE; this file runs each Deployment of the dev overlay from it
 // with podman, as its pod spec says, against this machine's Postgres and NATS, and checks what the
 // kubelet and an operator would. Run by `npm run test:image`, never by `npm test`.
@@ -23,9 +23,6 @@
 //   so DATABASE_CA_FILE is left unset; its Secret is still mounted); NATS_NAMESPACE is fresh;
 // - webhooks may deliver to the test's receiver on 127.0.0.1 (WEBHOOK_ALLOW_TARGETS) and trusts
 //   its self-signed certificate (WEBHOOK_CA_FILE, a read-only mount of the test's).
-// Over ~350 lines because it covers one image, one run of its five containers, and every check the
-// issue asks of it (probes, end to end, diff, SIGTERM, user, contents): they share the running
-// pods.
 import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { access, chmod, chown, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `npm run test:image` (issue 30): builds the image from deploy/Dockerfile and runs the dev overlay's
+# `npm run test:image`: builds the image from deploy/Dockerfile and runs the dev overlay's
 # five Deployments from it against this machine's Postgres and NATS (test/image/image.check.ts says
 # how each container is run and what is checked). Needs root (rootful podman), DATABASE_URL and
 # NATS_URL. Steps:

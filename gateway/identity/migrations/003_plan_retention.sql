@@ -1,4 +1,4 @@
--- The plan's retention (issue 10): how many days a replay is kept after its recording started
+-- The plan's retention: how many days a replay is kept after its recording started
 -- (its retention_until) and how many of them a finished replay stays in the hot tier. Existing
 -- tenants get what every replay had before: 90 days, 30 of them hot.
 ALTER TABLE identity.tenant

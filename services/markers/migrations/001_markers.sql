@@ -1,4 +1,4 @@
--- The markers service's schema (issue 11): timeline markers, the idempotency records of their
+-- The markers service's schema: timeline markers, the idempotency records of their
 -- creates, and the projections of replays and servers the creates are decided against.
 
 -- Projection of replays.recording.started / finished and replays.replay.deleted: one row per replay

@@ -1,4 +1,4 @@
--- The replays service's schema (issue 10). Collection id = replay id (decisions.md §7): a replay row
+-- The replays service's schema. Collection id = replay id (decisions.md §7): a replay row
 -- is the collection, its archive the asset.
 
 -- The tenants' plans as identity publishes them (identity.tenant.upserted, applied when `plan_version`

@@ -1,4 +1,4 @@
--- Per-plan retention (issue 10): the tenant's plan now carries its retention and hot period, in
+-- Per-plan retention: the tenant's plan now carries its retention and hot period, in
 -- days, projected from identity.tenant.upserted; a tenant whose plan has not arrived yet keeps
 -- the defaults (90 and 30 days). Each replay gets both when its recording starts: retention_until
 -- (as before) and hot_until, when the retention worker moves it from hot to cold. A plan change

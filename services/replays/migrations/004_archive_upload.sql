@@ -1,4 +1,4 @@
--- Archive uploads in flight (UploadArchive, issue 10). A row is committed before the first byte
+-- Archive uploads in flight (UploadArchive). A row is committed before the first byte
 -- reaches the blob store and deleted in the transaction that records the archive on its replay;
 -- an upload that fails removes its row and queues the key in replays.blob_deletion, and a row left
 -- behind by a crash is moved there by the blob deletions worker once `abandon_at` passes (well

@@ -1,5 +1,3 @@
-// Over ~350 lines because it covers the delivery client's every rule (TLS, redirects, address
-// rules, DNS answers, timeouts, body limits) against real HTTPS receivers set up once above.
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";

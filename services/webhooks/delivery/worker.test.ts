@@ -1,5 +1,3 @@
-// Over ~350 lines because it covers the worker against a real database and receiver: leases across
-// replicas, caps, retries, a dead replica, the drain; the fixtures above serve them all.
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";

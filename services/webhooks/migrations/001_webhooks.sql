@@ -1,4 +1,4 @@
--- The webhooks service's schema (issue 12): subscriptions, one delivery per event and subscription,
+-- The webhooks service's schema: subscriptions, one delivery per event and subscription,
 -- and every attempt of each delivery.
 
 -- A tenant's subscriptions. The secret signs every delivery (HMAC needs it in the clear, so it is

@@ -1,4 +1,4 @@
--- An attempt is logged before its request is sent (issue 28: every POST sent is in the log): its
+-- An attempt is logged before its request is sent (every POST sent is in the log): its
 -- row is opened when the delivery is claimed (or leased by its fan-out), with no duration yet, and
 -- closed with the outcome when the attempt ends. A row left open by a sender that stopped (killed,
 -- or its request cut short at shutdown) is closed by the next claim of its delivery, as a failed

@@ -57,7 +57,7 @@ def error_detail(err):
     for key, value in err.trailing_metadata() or ():
         if key != "grpc-status-details-bin":
             continue
-        # google/rpc/status.proto ships in proto/ (issue 29 point 6): no googleapis package needed.
+        # google/rpc/status.proto ships in proto/ : no googleapis package needed.
         status = message("google.rpc.Status").FromString(value)
         if status.code != err.code().value[0]:
             raise AssertionError(f"google.rpc.Status code {status.code} differs from grpc-status {err.code()}")

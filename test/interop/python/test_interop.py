@@ -320,7 +320,7 @@ class Interop(unittest.TestCase):
             err = failure(call, port, RECORDING, "FinishRecording", {"replay_id": str(uuid.uuid4())})
             self.assertEqual((err.code(), code_of(err)), (grpc.StatusCode.NOT_FOUND, "REPLAY_NOT_FOUND"), port)
 
-    # Issue 29's points 1-3 -------------------------------------------------------------------
+    # The hardening's points 1-3 -------------------------------------------------------------------
 
     def test_point1_an_oversized_header_block_gets_a_status_at_once_not_the_deadline(self):
         # docs/http2-limits.md: the ports advertise a 16 KiB header list (C-core's own hard limit).
