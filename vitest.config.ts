@@ -56,6 +56,7 @@ const UNIT = [
   "test/bench/rounds.test.ts",
   "test/boundaries.test.ts",
   "test/grpc-clients-doc.test.ts",
+  "test/monitoring.test.ts",
 ];
 
 export default defineConfig({

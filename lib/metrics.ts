@@ -54,8 +54,91 @@ export const rateLimitRefusals = new Counter({
   registers: [registry],
 });
 
+/** Messages the bus handed a durable consumer again (a handler failed, an ack was lost, a replica died). */
+export const consumerRedeliveries = new Counter({
+  name: "replay_consumer_redeliveries_total",
+  help: "Events a durable consumer was handed again after a failure or a lost ack.",
+  labelNames: ["durable"] as const,
+  registers: [registry],
+});
+
 // Values read when scraped, from whatever the process registered to watch.
 const outboxes = new Map<string, Queryable>();
+const pools = new Set<{ schema: string; stats: () => PoolStats }>();
+
+/** A Postgres pool's clients: in use, idle, and callers waiting for one. */
+export type PoolStats = { total: number; idle: number; waiting: number };
+
+const poolTotals = () => {
+  const bySchema = new Map<string, PoolStats>();
+  for (const { schema, stats } of pools) {
+    const now = stats();
+    const sum = bySchema.get(schema) ?? { total: 0, idle: 0, waiting: 0 };
+    bySchema.set(schema, {
+      total: sum.total + now.total,
+      idle: sum.idle + now.idle,
+      waiting: sum.waiting + now.waiting,
+    });
+  }
+  return bySchema;
+};
+new Gauge({
+  name: "replay_db_pool_connections",
+  help: "Postgres connections of the process's pools, by schema and state (active, idle).",
+  labelNames: ["schema", "state"] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    for (const [schema, s] of poolTotals()) {
+      this.set({ schema, state: "active" }, s.total - s.idle);
+      this.set({ schema, state: "idle" }, s.idle);
+    }
+  },
+});
+new Gauge({
+  name: "replay_db_pool_waiting",
+  help: "Callers waiting for a Postgres connection of the process's pools, by schema: the pool is exhausted.",
+  labelNames: ["schema"] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    for (const [schema, s] of poolTotals()) this.set({ schema }, s.waiting);
+  },
+});
+
+const retentions = new Map<string, () => Promise<number>>();
+new Gauge({
+  name: "replay_retention_overdue_seconds",
+  help: "How far past its retention window the oldest row a retention job should have dropped still is, by table (0: on time).",
+  labelNames: ["table"] as const,
+  registers: [registry],
+  async collect() {
+    this.reset();
+    await Promise.all(
+      [...retentions].map(async ([table, read]) => {
+        const overdue = await readOrLog("replay_retention_overdue_seconds", read);
+        if (overdue !== undefined) this.set({ table }, overdue);
+      }),
+    );
+  },
+});
+
+/** Reports a table's retention lag (its oldest row past the window, in seconds) while the returned function has not been called. */
+export function watchRetention(table: string, overdueSeconds: () => Promise<number>): () => void {
+  retentions.set(table, overdueSeconds);
+  return () => {
+    if (retentions.get(table) === overdueSeconds) retentions.delete(table);
+  };
+}
+
+/** Reports a pool's clients while the returned function has not been called. */
+export function watchPool(schema: string, stats: () => PoolStats): () => void {
+  const entry = { schema, stats };
+  pools.add(entry);
+  return () => {
+    pools.delete(entry);
+  };
+}
 const consumers = new Map<string, () => Promise<number>>();
 
 // One query per schema feeds both outbox families. The registry collects every family at once, so

@@ -1,6 +1,7 @@
 // The Bus (bus.ts) on NATS JetStream: one stream per producer, publishes deduplicated by event id,
 // durable pull consumers with their redelivery, broadcasts, and the connection's status for
 // readiness.
+
 import type {
   ConsumerConfig,
   ConsumerMessages,
@@ -23,6 +24,7 @@ import {
   StorageType,
 } from "nats";
 import { logger } from "../log.js";
+import { consumerRedeliveries } from "../metrics.js";
 import { TRACEPARENT } from "../trace.js";
 import { startWorker } from "../worker/worker.js";
 import type { Bus, BusHandler, Producer } from "./bus.js";
@@ -163,6 +165,7 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
       msg.term();
       return;
     }
+    if (msg.info.redelivered) consumerRedeliveries.inc({ durable: msg.info.consumer });
     // Keeps a long handler's message from being redelivered to another replica after ackWait.
     const keepAlive = setInterval(() => msg.working(), ackWaitMs / 3);
     try {

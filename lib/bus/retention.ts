@@ -1,5 +1,6 @@
 import type { Db } from "../db/types.js";
 import { logger } from "../log.js";
+import { watchRetention } from "../metrics.js";
 import { startWorker, type Worker } from "../worker/worker.js";
 
 const log = logger("lib:bus:retention");
@@ -98,7 +99,11 @@ export type RetentionWorkerOptions = { intervalMs?: number; batchSize?: number }
 export function startRetentionWorker(db: Db, windows: RetentionWindows, options: RetentionWorkerOptions = {}): Worker {
   const batchSize = options.batchSize ?? RETENTION_BATCH_ROWS;
   let pass: Pass | undefined;
-  return startWorker({
+  const windowOf: Record<Table, number> = { outbox: windows.eventsMs, inbox: windows.inboxMs };
+  const unwatch = (["outbox", "inbox"] as const).map((table) =>
+    watchRetention(`${db.schema}.${table}`, () => overdueSeconds(db, table, windowOf[table])),
+  );
+  const worker = startWorker({
     name: `${db.schema}:event-retention`,
     intervalMs: options.intervalMs ?? 60 * 60_000,
     round: async () => {
@@ -111,4 +116,20 @@ export function startRetentionWorker(db: Db, windows: RetentionWindows, options:
       return false;
     },
   });
+  const stop = async (graceMs?: number) => {
+    for (const off of unwatch) off();
+    await worker.stop(graceMs);
+  };
+  return { ...worker, stop, [Symbol.asyncDispose]: () => stop() };
+}
+
+/** How far past its window the table's oldest row is (0 when none is), read off its retention index. */
+async function overdueSeconds(db: Db, table: Table, windowMs: number): Promise<number> {
+  const column = agedBy[table];
+  const { rows } = await db.query<{ overdue: number | null }>(
+    `SELECT EXTRACT(EPOCH FROM now() - $1 * interval '1 millisecond' - min(${column}))::float8 AS overdue
+       FROM ${db.schema}.${table}`,
+    [windowMs],
+  );
+  return Math.max(0, rows[0]?.overdue ?? 0);
 }

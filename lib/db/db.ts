@@ -1,5 +1,6 @@
 import pg from "pg";
 import { logger } from "../log.js";
+import { watchPool } from "../metrics.js";
 import { createStatementNames, isStalePreparedStatement } from "./statements.js";
 import { createTimestamptzParser } from "./timestamp.js";
 import type { Db, QueryResult, TransactionOptions, Tx } from "./types.js";
@@ -52,6 +53,11 @@ export function createPgDb(options: PgOptions): Db {
     // the IP address): libpq's verify-full.
     ssl: options.ca === undefined ? undefined : { ca: options.ca, rejectUnauthorized: true },
   });
+  const unwatch = watchPool(schema, () => ({
+    total: pool.totalCount,
+    idle: pool.idleCount,
+    waiting: pool.waitingCount,
+  }));
   // pg emits errors of idle clients on the pool; without a listener they crash the process.
   pool.on("error", (err) => log.warn({ err: err.message, schema }, "idle Postgres client failed"));
 
@@ -157,7 +163,11 @@ export function createPgDb(options: PgOptions): Db {
       };
     },
     // Idempotent: a service closes its own Db and the platform closes what is left.
-    close: () => (ended ??= pool.end()),
+    close: () => {
+      unwatch();
+      ended ??= pool.end();
+      return ended;
+    },
   };
 }
 

@@ -1,24 +1,37 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { waitFor } from "../../test/poll.js";
 import { startWorker } from "./worker.js";
 
 describe("startWorker", () => {
   it("runs rounds back to back while they report more work, then waits for the interval", async () => {
-    const starts: number[] = [];
+    // On the fake clock: the loop's pauses are timers, so the minute passes when the test says.
+    vi.useFakeTimers();
+    onTestFinished(() => {
+      vi.useRealTimers();
+    });
+    let rounds = 0;
     let backlog = 3;
-    await using _worker = startWorker({
+    const worker = startWorker({
       name: "test",
       intervalMs: 60_000,
       round: async () => {
-        starts.push(Date.now());
+        rounds++;
         backlog = Math.max(0, backlog - 1);
         return backlog > 0;
       },
     });
-    await waitFor("three rounds", () => starts.length === 3);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(rounds).toBe(3);
     // The third round emptied the backlog: the next one waits for the minute, or a nudge.
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(starts).toHaveLength(3);
+    await vi.advanceTimersByTimeAsync(59_999);
+    expect(rounds).toBe(3);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(rounds).toBe(4);
+    worker.nudge();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(rounds).toBe(5);
+    vi.useRealTimers();
+    await worker.stop();
   });
 
   it("starts another round after a nudge that came while a round ran, instead of sleeping through it", async () => {

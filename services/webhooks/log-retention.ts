@@ -1,7 +1,8 @@
 import type { Db } from "../../lib/db/types.js";
 import { logger } from "../../lib/log.js";
+import { watchRetention } from "../../lib/metrics.js";
 import type { WorkerSpec } from "../../lib/worker/worker.js";
-import { deleteAttemptHoursExpired, deleteDeliveriesExpired } from "./retention-store.js";
+import { deleteAttemptHoursExpired, deleteDeliveriesExpired, deliveryLogOverdueSeconds } from "./retention-store.js";
 
 const log = logger("webhooks:log-retention");
 
@@ -23,8 +24,15 @@ export type LogRetentionDeps = {
  */
 export function logRetentionWorker(deps: LogRetentionDeps): WorkerSpec {
   const batchSize = deps.batchSize ?? 2_000;
+  let unwatch = () => {};
   return {
     name: "webhooks-log-retention",
+    started() {
+      unwatch = watchRetention("webhooks.delivery", () => deliveryLogOverdueSeconds(deps.db, deps.retentionMs));
+    },
+    async drain() {
+      unwatch();
+    },
     intervalMs: deps.intervalMs ?? 60_000,
     async round() {
       const deleted = await deleteDeliveriesExpired(deps.db, deps.retentionMs, batchSize);

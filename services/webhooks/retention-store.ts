@@ -49,3 +49,13 @@ export async function deleteAttemptHoursExpired(q: Queryable, limit: number): Pr
   );
   return rowCount;
 }
+
+/** How far past the window the oldest ended delivery still kept is (0 when none is), off delivery_ended_idx. */
+export async function deliveryLogOverdueSeconds(q: Queryable, retentionMs: number): Promise<number> {
+  const { rows } = await q.query<{ overdue: number | null }>(
+    `SELECT EXTRACT(EPOCH FROM now() - $1 * interval '1 millisecond' - min(updated_at))::float8 AS overdue
+       FROM webhooks.delivery WHERE status <> 'pending'`,
+    [retentionMs],
+  );
+  return Math.max(0, rows[0]?.overdue ?? 0);
+}

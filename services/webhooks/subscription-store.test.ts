@@ -112,6 +112,37 @@ describe.each(testDbModes())("subscription management ($name database)", ({ open
     expect((await subscriptions.findSubscription(db, never.tenantId, never.subscriptionId))?.disabled).toBe(false);
   });
 
+  it("records a batch in which one subscription failed and then succeeded: the clock stops, nothing trips", async () => {
+    const { tenantId, subscriptionId } = await subscribe();
+    await fanOut(tenantId, 2);
+    const [first, second] = (await claimAll("w")).claimed.filter((row) => row.subscription_id === subscriptionId) as [
+      queue.ClaimedDelivery,
+      queue.ClaimedDelivery,
+    ];
+    const at = (row: queue.ClaimedDelivery, ms: number, ok: boolean): queue.AttemptRecord => ({
+      deliveryId: row.delivery_id,
+      attempt: row.attempt,
+      owner: "w",
+      trigger: "automatic",
+      startedAt: new Date(Date.UTC(2026, 0, 1) + ms),
+      durationMs: 5,
+      statusCode: ok ? 200 : 500,
+      error: ok ? null : "HTTP 500",
+      nextAttemptAt: null,
+      gone: false,
+    });
+    const recorded = await db.transaction((tx) =>
+      queue.recordAttempts(tx, [at(first, 0, false), at(second, 100, true)], 1),
+    );
+    expect(recorded).toEqual({ disabled: [] });
+    const { rows } = await db.query<{ failing_since: Date | null; disabled: boolean }>(
+      "SELECT failing_since, disabled FROM webhooks.subscription WHERE subscription_id = $1",
+      [subscriptionId],
+    );
+    expect(rows[0]).toEqual({ failing_since: null, disabled: false });
+    expect((await subscriptions.subscriptionStats(db, subscriptionId)).last24h).toEqual({ succeeded: 1, failed: 1 });
+  });
+
   it("holds a rate-limited subscription to its rate across claims made side by side, within each second of the database's clock", async () => {
     const { tenantId, subscriptionId } = await subscribe();
     await db.transaction((tx) =>

@@ -1,12 +1,26 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { abortable, Deadline } from "./deadline.js";
 
+// On the fake clock: a deadline is a timer, so its time passes when the test says.
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
 describe("Deadline", () => {
-  it("aborts with a TimeoutError after its time, waking abortable's waiter", async () => {
+  it("aborts with a TimeoutError after its time, not before, waking abortable's waiter", async () => {
     const deadline = new Deadline(30);
-    const started = performance.now();
-    await expect(abortable(deadline, new Promise(() => {}))).rejects.toMatchObject({ name: "TimeoutError" });
-    expect(performance.now() - started).toBeGreaterThanOrEqual(25);
+    const waiting = abortable(deadline, new Promise(() => {}));
+    const outcome = waiting.then(
+      () => "resolved",
+      (err: Error) => err.name,
+    );
+    await vi.advanceTimersByTimeAsync(29);
+    expect(deadline.aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await outcome).toBe("TimeoutError");
     expect(deadline.aborted).toBe(true);
     await expect(abortable(deadline, Promise.resolve(1))).rejects.toMatchObject({ name: "TimeoutError" });
   });
@@ -17,7 +31,7 @@ describe("Deadline", () => {
     await expect(abortable(deadline, Promise.reject(new Error("refused")))).rejects.toThrow("refused");
     expect(deadline.listenerCount("abort")).toBe(0);
     deadline.clear();
-    await new Promise((resolve) => setTimeout(resolve, 40));
+    await vi.advanceTimersByTimeAsync(1_000);
     expect(deadline.aborted).toBe(false);
   });
 });

@@ -3,7 +3,7 @@
 import { Counter, Histogram } from "prom-client";
 import type { Queryable } from "../../../lib/db/types.js";
 import { registry, scrapedGauge } from "../../../lib/metrics.js";
-import { queueDepth } from "./queue-store.js";
+import { queueDepth, unhealthySubscriptions } from "./queue-store.js";
 
 /** Webhook delivery attempts by outcome: succeeded, retrying (another attempt is due), failed (none is), gone (410). */
 export const webhookAttempts = new Histogram({
@@ -28,13 +28,48 @@ const queueDepthGauge = scrapedGauge({
   labelNames: ["due"] as const,
 });
 
-/** Reports the delivery queue of this database while the returned function has not been called. */
+const oldestDueGauge = scrapedGauge({
+  name: "replay_webhook_oldest_due_age_seconds",
+  help: "How long the oldest webhook delivery with an attempt due has waited for it (0: none due).",
+  labelNames: [] as const,
+});
+
+const subscriptionsGauge = scrapedGauge({
+  name: "replay_webhook_subscriptions",
+  help: "Webhook subscriptions that need a look: failing (failed attempts since their last success) or disabled.",
+  labelNames: ["state"] as const,
+});
+
+/** Reports the delivery queue and the unhealthy subscriptions of this database while the returned function has not been called. */
 export function watchQueueDepth(db: Queryable): () => void {
-  return queueDepthGauge.watch(async () => {
-    const depth = await queueDepth(db);
-    return [
-      [{ due: "now" }, depth.now],
-      [{ due: "later" }, depth.later],
-    ];
-  });
+  let depth: Promise<Awaited<ReturnType<typeof queueDepth>>> | undefined;
+  // One read serves both families of a scrape.
+  const read = () => {
+    depth ??= queueDepth(db).finally(() => {
+      setImmediate(() => {
+        depth = undefined;
+      });
+    });
+    return depth;
+  };
+  const stops = [
+    queueDepthGauge.watch(async () => {
+      const d = await read();
+      return [
+        [{ due: "now" }, d.now],
+        [{ due: "later" }, d.later],
+      ];
+    }),
+    oldestDueGauge.watch(async () => [[{}, (await read()).oldestDueAgeS]]),
+    subscriptionsGauge.watch(async () => {
+      const s = await unhealthySubscriptions(db);
+      return [
+        [{ state: "failing" }, s.failing],
+        [{ state: "disabled" }, s.disabled],
+      ];
+    }),
+  ];
+  return () => {
+    for (const stop of stops) stop();
+  };
 }

@@ -73,8 +73,9 @@ const UNKNOWN_OUTCOMES = Object.values(unknownOutcome)
 // that far apart (WEBHOOK_DISABLE_AFTER, $11 in ms; null: never) came with no success between.
 const failingSince = `(CASE WHEN f.last_success IS NOT NULL THEN f.first_failure
                             ELSE COALESCE(s.failing_since, f.first_failure) END)`;
-const trips = `(NOT s.disabled AND $11::bigint IS NOT NULL AND f.last_failure IS NOT NULL
-                AND f.last_failure - ${failingSince} >= $11::bigint * interval '1 millisecond')`;
+// COALESCE: with no failure since the batch's last success the clock is null, and so is the test.
+const trips = `COALESCE(NOT s.disabled AND $11::bigint IS NOT NULL AND f.last_failure IS NOT NULL
+                AND f.last_failure - ${failingSince} >= $11::bigint * interval '1 millisecond', false)`;
 
 /**
  * What a claim took; the subscriptions it looked at (`visited`), and of those the ones it found due
@@ -459,12 +460,32 @@ export async function releaseDeliveries(
   );
 }
 
-/** Pending deliveries: those with an attempt due now (a manual one queued, or the schedule's), and those scheduled later. */
-export async function queueDepth(q: Queryable): Promise<{ now: number; later: number }> {
-  const { rows } = await q.query<{ now: string; later: string }>(
+/**
+ * Pending deliveries: those with an attempt due now (a manual one queued, or the schedule's), those
+ * scheduled later, and how long the oldest due one has waited (0 when none is due; a queued manual
+ * attempt counts from its delivery's last change).
+ */
+export async function queueDepth(q: Queryable): Promise<{ now: number; later: number; oldestDueAgeS: number }> {
+  const { rows } = await q.query<{ now: string; later: string; oldest: number | null }>(
     `SELECT count(*) FILTER (WHERE manual_queued > 0 OR next_attempt_at <= now()) AS now,
-            count(*) FILTER (WHERE manual_queued = 0 AND next_attempt_at > now()) AS later
+            count(*) FILTER (WHERE manual_queued = 0 AND next_attempt_at > now()) AS later,
+            EXTRACT(EPOCH FROM now() - min(CASE WHEN manual_queued > 0 THEN updated_at ELSE next_attempt_at END)
+              FILTER (WHERE manual_queued > 0 OR next_attempt_at <= now()))::float8 AS oldest
        FROM webhooks.delivery WHERE status = 'pending'`,
   );
-  return { now: Number(rows[0]?.now ?? 0), later: Number(rows[0]?.later ?? 0) };
+  const row = rows[0];
+  return {
+    now: Number(row?.now ?? 0),
+    later: Number(row?.later ?? 0),
+    oldestDueAgeS: Math.max(0, row?.oldest ?? 0),
+  };
+}
+
+/** Subscriptions failing now (failed attempts since their last success, not disabled) and disabled ones. */
+export async function unhealthySubscriptions(q: Queryable): Promise<{ failing: number; disabled: number }> {
+  const { rows } = await q.query<{ failing: string; disabled: string }>(
+    `SELECT count(*) FILTER (WHERE NOT disabled) AS failing, count(*) FILTER (WHERE disabled) AS disabled
+       FROM webhooks.subscription WHERE disabled OR failing_since IS NOT NULL`,
+  );
+  return { failing: Number(rows[0]?.failing ?? 0), disabled: Number(rows[0]?.disabled ?? 0) };
 }
