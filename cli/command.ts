@@ -1,8 +1,10 @@
 import { type Client, createClient, type Transport } from "@connectrpc/connect";
 import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
+import { OutboxService } from "../gen/replay/ops/v1/ops_pb.js";
 import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
 import { RecorderService } from "../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
+import { WebhookOpsService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
 
 /** The service clients a command may call; all of them share the one transport to REPLAYCTL_URL. */
 export type Clients = {
@@ -10,6 +12,8 @@ export type Clients = {
   servers: Client<typeof ServersService>;
   recorder: Client<typeof RecorderService>;
   recording: Client<typeof RecordingService>;
+  outbox: Client<typeof OutboxService>;
+  webhookOps: Client<typeof WebhookOpsService>;
 };
 
 /** Creates every client replayctl uses on one transport. */
@@ -19,6 +23,8 @@ export function createClients(transport: Transport): Clients {
     servers: createClient(ServersService, transport),
     recorder: createClient(RecorderService, transport),
     recording: createClient(RecordingService, transport),
+    outbox: createClient(OutboxService, transport),
+    webhookOps: createClient(WebhookOpsService, transport),
   };
 }
 

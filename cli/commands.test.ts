@@ -72,6 +72,8 @@ describe("parseCommandLine", () => {
       "key list",
       "signing-key create",
       "secrets reencrypt",
+      "outbox status",
+      "webhook backlog",
       "category create",
       "category list",
       "recorder checkin",

@@ -5,6 +5,7 @@ import { categoryCommands } from "./commands/category.js";
 import { collectionCommands } from "./commands/collection.js";
 import { keyCommands } from "./commands/key.js";
 import { memberCommands } from "./commands/member.js";
+import { onCallCommands } from "./commands/on-call.js";
 import { recorderCommands } from "./commands/recorder.js";
 import { recordingCommands } from "./commands/recording.js";
 import { replayCommands } from "./commands/replay.js";
@@ -20,6 +21,7 @@ export const commands: readonly Command[] = [
   ...keyCommands,
   ...signingKeyCommands,
   ...secretsCommands,
+  ...onCallCommands,
   ...categoryCommands,
   ...recorderCommands,
   ...recordingCommands,

@@ -4,12 +4,14 @@ import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1
 import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
 import { TenantLookupService } from "../gen/replay/identity/v1/lookup_pb.js";
 import { MarkersService } from "../gen/replay/markers/v1/markers_pb.js";
+import { OutboxService } from "../gen/replay/ops/v1/ops_pb.js";
 import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
 import { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
 import { RecorderService } from "../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
-import { WebhookSecretsService, WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
+import { WebhookOpsService, WebhookSecretsService, WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
 import { decodeEvent } from "../lib/bus/events.js";
+import { createOutboxService, outboxReport } from "../lib/bus/outbox-service.js";
 import type { Config, ServiceName } from "../lib/config.js";
 import type { Migration } from "../lib/db/migrate.js";
 import { resealWorker } from "../lib/db/reseal-secrets.js";
@@ -158,6 +160,21 @@ export async function start(config: Config, platform: Platform): Promise<Running
       );
       router.service(MarkersService, forwardService(MarkersService, markers));
       router.service(WebhooksService, forwardService(WebhooksService, webhooks));
+      router.service(
+        WebhookOpsService,
+        forwardService(WebhookOpsService, createClient(WebhookOpsService, transport("webhooks"))),
+      );
+      // Every process's outbox: the identity schema's here, each service's from the service.
+      const outboxes = (["markers", "servers", "replays", "webhooks"] as const).map((name) =>
+        createClient(OutboxService, transport(name)),
+      );
+      router.service(
+        OutboxService,
+        createOutboxService(async () => [
+          await outboxReport(db),
+          ...(await Promise.all(outboxes.map(async (client) => (await client.outboxStatus({})).outboxes))).flat(),
+        ]),
+      );
     },
   });
   log.info({ port: port.port, internalPort: admin.port }, "gateway listening");

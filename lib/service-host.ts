@@ -1,8 +1,10 @@
 import type { ConnectRouter } from "@connectrpc/connect";
+import { OutboxService } from "../gen/replay/ops/v1/ops_pb.js";
 import type { BlobStore } from "./blob/blob.js";
 import type { Bus } from "./bus/bus.js";
 import { type Consumer, startConsumer } from "./bus/consumer.js";
 import { outboxMigrations, startOutboxRelay } from "./bus/outbox.js";
+import { createOutboxService, outboxReport } from "./bus/outbox-service.js";
 import { startRetentionWorker } from "./bus/retention.js";
 import type { Config } from "./config.js";
 import { isConnectionLoss } from "./db/errors.js";
@@ -119,7 +121,13 @@ export async function startService(spec: ServiceSpec, config: Config, platform: 
     port: config.http.port ?? 0,
     host: config.http.internalHost,
     acceptedTokens: config.internal.acceptedTokens,
-    routes: parts.routes,
+    routes(router) {
+      parts.routes(router);
+      router.service(
+        OutboxService,
+        createOutboxService(async () => [await outboxReport(db)]),
+      );
+    },
     isReady,
   });
   return {

@@ -5,13 +5,14 @@ import { Health, HealthCheckResponse_ServingStatus as Status } from "../gen/grpc
 import { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js";
 import { TenantLookupService } from "../gen/replay/identity/v1/lookup_pb.js";
 import { MarkersService } from "../gen/replay/markers/v1/markers_pb.js";
+import { OutboxService } from "../gen/replay/ops/v1/ops_pb.js";
 import { ReplayLookupService } from "../gen/replay/replays/v1/lookup_pb.js";
 import { RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
 import { ReplaysService } from "../gen/replay/replays/v1/replays_pb.js";
 import { ServerLookupService } from "../gen/replay/servers/v1/lookup_pb.js";
 import { RecorderService } from "../gen/replay/servers/v1/recorder_pb.js";
 import { ServersService } from "../gen/replay/servers/v1/servers_pb.js";
-import { WebhookSecretsService, WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
+import { WebhookOpsService, WebhookSecretsService, WebhooksService } from "../gen/replay/webhooks/v1/webhooks_pb.js";
 import { sharedSystems } from "./shared-system.js";
 
 // operations.md: each service answers grpc.health.v1.Health/Check (what Kubernetes' grpc probes call).
@@ -23,11 +24,13 @@ const served: Record<string, string[]> = {
   webhooks: [WebhooksService.typeName, Health.typeName],
 };
 // The lookups the services make of each other (docs/architecture.md "Owners' answers"), on their own ports only.
+// And what the gateway's internal port asks each service for an operator: its outbox (every
+// service), the webhooks service's secrets (ReencryptSecrets) and its backlog (forwarded).
 const lookups: Record<string, string[]> = {
-  servers: [ServerLookupService.typeName],
-  replays: [ReplayLookupService.typeName],
-  // The gateway's ReencryptSecrets asks the webhooks service to reseal its secrets.
-  webhooks: [WebhookSecretsService.typeName],
+  markers: [OutboxService.typeName],
+  servers: [ServerLookupService.typeName, OutboxService.typeName],
+  replays: [ReplayLookupService.typeName, OutboxService.typeName],
+  webhooks: [WebhookSecretsService.typeName, WebhookOpsService.typeName, OutboxService.typeName],
 };
 
 // The gateway's internal port serves the admin API and the plan lookup, and forwards every
@@ -35,6 +38,8 @@ const lookups: Record<string, string[]> = {
 const gatewayServed = [
   IdentityAdminService.typeName,
   TenantLookupService.typeName,
+  OutboxService.typeName,
+  WebhookOpsService.typeName,
   ...new Set(Object.values(served).flat()),
 ];
 

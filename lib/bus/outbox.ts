@@ -158,3 +158,27 @@ export async function outboxBacklog(q: Queryable, schema: string): Promise<{ bac
   const row = rows[0];
   return { backlog: Number(row?.backlog ?? 0), age: Math.max(0, row?.age ?? 0) };
 }
+
+/** A schema's unpublished events: how many, and the oldest (its id, subject and commit time), off outbox_unpublished. */
+export async function outboxStatus(
+  q: Queryable,
+  schema: string,
+): Promise<{ unpublished: number; oldest?: { eventId: string; subject: string; createdAt: Date } }> {
+  const s = assertSchemaName(schema);
+  const { rows } = await q.query<{
+    unpublished: string;
+    event_id: string | null;
+    subject: string | null;
+    created_at: Date | null;
+  }>(
+    `SELECT (SELECT count(*) FROM ${s}.outbox WHERE published_at IS NULL) AS unpublished, o.event_id, o.subject, o.created_at
+       FROM (SELECT 1) one
+       LEFT JOIN LATERAL (SELECT event_id, subject, created_at FROM ${s}.outbox WHERE published_at IS NULL ORDER BY id LIMIT 1) o ON true`,
+  );
+  const row = rows[0];
+  const oldest =
+    row?.event_id && row.subject && row.created_at
+      ? { eventId: row.event_id, subject: row.subject, createdAt: row.created_at }
+      : undefined;
+  return { unpublished: Number(row?.unpublished ?? 0), ...(oldest ? { oldest } : {}) };
+}

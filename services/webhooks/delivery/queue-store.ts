@@ -489,3 +489,36 @@ export async function unhealthySubscriptions(q: Queryable): Promise<{ failing: n
   );
   return { failing: Number(rows[0]?.failing ?? 0), disabled: Number(rows[0]?.disabled ?? 0) };
 }
+
+/** One subscription's pending deliveries, for the operator (WebhookOpsService.Backlog). */
+export type SubscriptionBacklogRow = {
+  subscription_id: string;
+  tenant_id: string;
+  pending: string;
+  due: string;
+  oldest_due_at: Date | null;
+  failing_since: Date | null;
+  disabled: boolean;
+  rate_limit_per_second: number | null;
+};
+
+/**
+ * The subscriptions with deliveries pending, most due first, then most pending, `limit` at most.
+ * It reads every pending delivery (delivery_due_idx): an operator's command, not a hot path.
+ */
+export async function subscriptionBacklog(q: Queryable, limit: number): Promise<SubscriptionBacklogRow[]> {
+  const { rows } = await q.query<SubscriptionBacklogRow>(
+    `SELECT b.subscription_id, s.tenant_id, b.pending, b.due, b.oldest_due_at, s.failing_since, s.disabled,
+            s.rate_limit_per_second
+       FROM (SELECT subscription_id, count(*) AS pending,
+                    count(*) FILTER (WHERE manual_queued > 0 OR next_attempt_at <= now()) AS due,
+                    min(CASE WHEN manual_queued > 0 THEN updated_at ELSE next_attempt_at END)
+                      FILTER (WHERE manual_queued > 0 OR next_attempt_at <= now()) AS oldest_due_at
+               FROM webhooks.delivery WHERE status = 'pending' GROUP BY subscription_id) b
+       JOIN webhooks.subscription s USING (subscription_id)
+      ORDER BY b.due DESC, b.pending DESC, b.subscription_id
+      LIMIT $1`,
+    [limit],
+  );
+  return rows;
+}

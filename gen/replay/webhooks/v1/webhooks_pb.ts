@@ -12,7 +12,119 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file replay/webhooks/v1/webhooks.proto.
  */
 export const file_replay_webhooks_v1_webhooks: GenFile = /*@__PURE__*/
-  fileDesc("CiFyZXBsYXkvd2ViaG9va3MvdjEvd2ViaG9va3MucHJvdG8SEnJlcGxheS53ZWJob29rcy52MSIWChRSZXNlYWxTZWNyZXRzUmVxdWVzdCI9ChVSZXNlYWxTZWNyZXRzUmVzcG9uc2USEAoIcmVzZWFsZWQYASABKAMSEgoKdW5yZWFkYWJsZRgCIAEoAyLnAgoMU3Vic2NyaXB0aW9uEhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRILCgN1cmwYAiABKAkSDgoGZXZlbnRzGAMgAygJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGRpc2FibGVkGAUgASgIEhwKD2Rpc2FibGVkX3JlYXNvbhgGIAEoCUgAiAEBEi8KC2Rpc2FibGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiChVyYXRlX2xpbWl0X3Blcl9zZWNvbmQYCCABKAVIAYgBARI+ChpwcmV2aW91c19zZWNyZXRfZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEgoQX2Rpc2FibGVkX3JlYXNvbkIYChZfcmF0ZV9saW1pdF9wZXJfc2Vjb25kIjEKFkdldFN1YnNjcmlwdGlvblJlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJIlEKF0dldFN1YnNjcmlwdGlvblJlc3BvbnNlEjYKDHN1YnNjcmlwdGlvbhgBIAEoCzIgLnJlcGxheS53ZWJob29rcy52MS5TdWJzY3JpcHRpb24i4wEKGVVwZGF0ZVN1YnNjcmlwdGlvblJlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEg4KBmZpZWxkcxgCIAMoCRILCgN1cmwYAyABKAkSDgoGZXZlbnRzGAQgAygJEhAKCGRpc2FibGVkGAUgASgIEiIKFXJhdGVfbGltaXRfcGVyX3NlY29uZBgGIAEoBUgAiAEBEhgKEG1hbGZvcm1lZF9maWVsZHMYByADKAkSFgoOdW5rbm93bl9maWVsZHMYCCADKAlCGAoWX3JhdGVfbGltaXRfcGVyX3NlY29uZCJUChpVcGRhdGVTdWJzY3JpcHRpb25SZXNwb25zZRI2CgxzdWJzY3JpcHRpb24YASABKAsyIC5yZXBsYXkud2ViaG9va3MudjEuU3Vic2NyaXB0aW9uIoIBCh9Sb3RhdGVTdWJzY3JpcHRpb25TZWNyZXRSZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRIaCg1ncmFjZV9zZWNvbmRzGAIgASgDSACIAQESGAoQbWFsZm9ybWVkX2ZpZWxkcxgDIAMoCUIQCg5fZ3JhY2Vfc2Vjb25kcyJyCiBSb3RhdGVTdWJzY3JpcHRpb25TZWNyZXRSZXNwb25zZRIOCgZzZWNyZXQYASABKAkSPgoacHJldmlvdXNfc2VjcmV0X2V4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqMBChhSZWNvdmVyRGVsaXZlcmllc1JlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEikKBXNpbmNlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV1bnRpbBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQbWFsZm9ybWVkX2ZpZWxkcxgEIAMoCSIrChlSZWNvdmVyRGVsaXZlcmllc1Jlc3BvbnNlEg4KBnF1ZXVlZBgBIAEoBSI2ChtHZXRTdWJzY3JpcHRpb25TdGF0c1JlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJIjIKDUF0dGVtcHRDb3VudHMSEQoJc3VjY2VlZGVkGAEgASgDEg4KBmZhaWxlZBgCIAEoAyKYAQocR2V0U3Vic2NyaXB0aW9uU3RhdHNSZXNwb25zZRIPCgdwZW5kaW5nGAEgASgDEjMKCGxhc3RfMjRoGAIgASgLMiEucmVwbGF5LndlYmhvb2tzLnYxLkF0dGVtcHRDb3VudHMSMgoHbGFzdF83ZBgDIAEoCzIhLnJlcGxheS53ZWJob29rcy52MS5BdHRlbXB0Q291bnRzIsoDCghEZWxpdmVyeRITCgtkZWxpdmVyeV9pZBgBIAEoCRIXCg9zdWJzY3JpcHRpb25faWQYAiABKAkSEAoIZXZlbnRfaWQYAyABKAkSDQoFZXZlbnQYBCABKAkSMgoGc3RhdHVzGAUgASgOMiIucmVwbGF5LndlYmhvb2tzLnYxLkRlbGl2ZXJ5U3RhdHVzEhMKC3JldHJ5X2NvdW50GAYgASgFEjUKCGF0dGVtcHRzGAcgAygLMiMucmVwbGF5LndlYmhvb2tzLnYxLkRlbGl2ZXJ5QXR0ZW1wdBIdChBsYXN0X3N0YXR1c19jb2RlGAggASgFSACIAQESFwoKbGFzdF9lcnJvchgJIAEoCUgBiAEBEjMKD25leHRfYXR0ZW1wdF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEwoRX2xhc3Rfc3RhdHVzX2NvZGVCDQoLX2xhc3RfZXJyb3Ii5AEKD0RlbGl2ZXJ5QXR0ZW1wdBIPCgdhdHRlbXB0GAEgASgFEjMKB3RyaWdnZXIYAiABKA4yIi5yZXBsYXkud2ViaG9va3MudjEuQXR0ZW1wdFRyaWdnZXISLgoKc3RhcnRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLZHVyYXRpb25fbXMYBCABKAMSGAoLc3RhdHVzX2NvZGUYBSABKAVIAIgBARISCgVlcnJvchgGIAEoCUgBiAEBQg4KDF9zdGF0dXNfY29kZUIICgZfZXJyb3IiUgoZQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdBILCgN1cmwYASABKAkSDgoGZXZlbnRzGAIgAygJEhgKEG1hbGZvcm1lZF9maWVsZHMYAyADKAkiZAoaQ3JlYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2USNgoMc3Vic2NyaXB0aW9uGAEgASgLMiAucmVwbGF5LndlYmhvb2tzLnYxLlN1YnNjcmlwdGlvbhIOCgZzZWNyZXQYAiABKAkiGgoYTGlzdFN1YnNjcmlwdGlvbnNSZXF1ZXN0IlQKGUxpc3RTdWJzY3JpcHRpb25zUmVzcG9uc2USNwoNc3Vic2NyaXB0aW9ucxgBIAMoCzIgLnJlcGxheS53ZWJob29rcy52MS5TdWJzY3JpcHRpb24iNAoZRGVsZXRlU3Vic2NyaXB0aW9uUmVxdWVzdBIXCg9zdWJzY3JpcHRpb25faWQYASABKAkiHAoaRGVsZXRlU3Vic2NyaXB0aW9uUmVzcG9uc2UiagoVTGlzdERlbGl2ZXJpZXNSZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRIWCglwYWdlX3NpemUYAiABKAVIAIgBARISCgpwYWdlX3Rva2VuGAMgASgJQgwKCl9wYWdlX3NpemUicwoWTGlzdERlbGl2ZXJpZXNSZXNwb25zZRItCgdyZXN1bHRzGAEgAygLMhwucmVwbGF5LndlYmhvb2tzLnYxLkRlbGl2ZXJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUiKQoSR2V0RGVsaXZlcnlSZXF1ZXN0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJIkUKE0dldERlbGl2ZXJ5UmVzcG9uc2USLgoIZGVsaXZlcnkYASABKAsyHC5yZXBsYXkud2ViaG9va3MudjEuRGVsaXZlcnkiLAoVUmVwbGF5RGVsaXZlcnlSZXF1ZXN0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJIkgKFlJlcGxheURlbGl2ZXJ5UmVzcG9uc2USLgoIZGVsaXZlcnkYASABKAsyHC5yZXBsYXkud2ViaG9va3MudjEuRGVsaXZlcnkqiQEKDkRlbGl2ZXJ5U3RhdHVzEh8KG0RFTElWRVJZX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0RFTElWRVJZX1NUQVRVU19QRU5ESU5HEAESHQoZREVMSVZFUllfU1RBVFVTX1NVQ0NFRURFRBACEhoKFkRFTElWRVJZX1NUQVRVU19GQUlMRUQQAypsCg5BdHRlbXB0VHJpZ2dlchIfChtBVFRFTVBUX1RSSUdHRVJfVU5TUEVDSUZJRUQQABIdChlBVFRFTVBUX1RSSUdHRVJfQVVUT01BVElDEAESGgoWQVRURU1QVF9UUklHR0VSX01BTlVBTBACMo4KCg9XZWJob29rc1NlcnZpY2UScwoSQ3JlYXRlU3Vic2NyaXB0aW9uEi0ucmVwbGF5LndlYmhvb2tzLnYxLkNyZWF0ZVN1YnNjcmlwdGlvblJlcXVlc3QaLi5yZXBsYXkud2ViaG9va3MudjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2USdQoRTGlzdFN1YnNjcmlwdGlvbnMSLC5yZXBsYXkud2ViaG9va3MudjEuTGlzdFN1YnNjcmlwdGlvbnNSZXF1ZXN0Gi0ucmVwbGF5LndlYmhvb2tzLnYxLkxpc3RTdWJzY3JpcHRpb25zUmVzcG9uc2UiA5ACARJzChJEZWxldGVTdWJzY3JpcHRpb24SLS5yZXBsYXkud2ViaG9va3MudjEuRGVsZXRlU3Vic2NyaXB0aW9uUmVxdWVzdBouLnJlcGxheS53ZWJob29rcy52MS5EZWxldGVTdWJzY3JpcHRpb25SZXNwb25zZRJsCg5MaXN0RGVsaXZlcmllcxIpLnJlcGxheS53ZWJob29rcy52MS5MaXN0RGVsaXZlcmllc1JlcXVlc3QaKi5yZXBsYXkud2ViaG9va3MudjEuTGlzdERlbGl2ZXJpZXNSZXNwb25zZSIDkAIBEmMKC0dldERlbGl2ZXJ5EiYucmVwbGF5LndlYmhvb2tzLnYxLkdldERlbGl2ZXJ5UmVxdWVzdBonLnJlcGxheS53ZWJob29rcy52MS5HZXREZWxpdmVyeVJlc3BvbnNlIgOQAgESZwoOUmVwbGF5RGVsaXZlcnkSKS5yZXBsYXkud2ViaG9va3MudjEuUmVwbGF5RGVsaXZlcnlSZXF1ZXN0GioucmVwbGF5LndlYmhvb2tzLnYxLlJlcGxheURlbGl2ZXJ5UmVzcG9uc2USbwoPR2V0U3Vic2NyaXB0aW9uEioucmVwbGF5LndlYmhvb2tzLnYxLkdldFN1YnNjcmlwdGlvblJlcXVlc3QaKy5yZXBsYXkud2ViaG9va3MudjEuR2V0U3Vic2NyaXB0aW9uUmVzcG9uc2UiA5ACARJzChJVcGRhdGVTdWJzY3JpcHRpb24SLS5yZXBsYXkud2ViaG9va3MudjEuVXBkYXRlU3Vic2NyaXB0aW9uUmVxdWVzdBouLnJlcGxheS53ZWJob29rcy52MS5VcGRhdGVTdWJzY3JpcHRpb25SZXNwb25zZRKFAQoYUm90YXRlU3Vic2NyaXB0aW9uU2VjcmV0EjMucmVwbGF5LndlYmhvb2tzLnYxLlJvdGF0ZVN1YnNjcmlwdGlvblNlY3JldFJlcXVlc3QaNC5yZXBsYXkud2ViaG9va3MudjEuUm90YXRlU3Vic2NyaXB0aW9uU2VjcmV0UmVzcG9uc2UScAoRUmVjb3ZlckRlbGl2ZXJpZXMSLC5yZXBsYXkud2ViaG9va3MudjEuUmVjb3ZlckRlbGl2ZXJpZXNSZXF1ZXN0Gi0ucmVwbGF5LndlYmhvb2tzLnYxLlJlY292ZXJEZWxpdmVyaWVzUmVzcG9uc2USfgoUR2V0U3Vic2NyaXB0aW9uU3RhdHMSLy5yZXBsYXkud2ViaG9va3MudjEuR2V0U3Vic2NyaXB0aW9uU3RhdHNSZXF1ZXN0GjAucmVwbGF5LndlYmhvb2tzLnYxLkdldFN1YnNjcmlwdGlvblN0YXRzUmVzcG9uc2UiA5ACATKCAQoVV2ViaG9va1NlY3JldHNTZXJ2aWNlEmkKDVJlc2VhbFNlY3JldHMSKC5yZXBsYXkud2ViaG9va3MudjEuUmVzZWFsU2VjcmV0c1JlcXVlc3QaKS5yZXBsYXkud2ViaG9va3MudjEuUmVzZWFsU2VjcmV0c1Jlc3BvbnNlIgOQAgJiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("CiFyZXBsYXkvd2ViaG9va3MvdjEvd2ViaG9va3MucHJvdG8SEnJlcGxheS53ZWJob29rcy52MSIuCg5CYWNrbG9nUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBQggKBl9saW1pdCKVAgoTU3Vic2NyaXB0aW9uQmFja2xvZxIXCg9zdWJzY3JpcHRpb25faWQYASABKAkSEQoJdGVuYW50X2lkGAIgASgJEg8KB3BlbmRpbmcYAyABKAMSCwoDZHVlGAQgASgDEjEKDW9sZGVzdF9kdWVfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDWZhaWxpbmdfc2luY2UYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGRpc2FibGVkGAcgASgIEiIKFXJhdGVfbGltaXRfcGVyX3NlY29uZBgIIAEoBUgAiAEBQhgKFl9yYXRlX2xpbWl0X3Blcl9zZWNvbmQiUQoPQmFja2xvZ1Jlc3BvbnNlEj4KDXN1YnNjcmlwdGlvbnMYASADKAsyJy5yZXBsYXkud2ViaG9va3MudjEuU3Vic2NyaXB0aW9uQmFja2xvZyIWChRSZXNlYWxTZWNyZXRzUmVxdWVzdCI9ChVSZXNlYWxTZWNyZXRzUmVzcG9uc2USEAoIcmVzZWFsZWQYASABKAMSEgoKdW5yZWFkYWJsZRgCIAEoAyLnAgoMU3Vic2NyaXB0aW9uEhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRILCgN1cmwYAiABKAkSDgoGZXZlbnRzGAMgAygJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGRpc2FibGVkGAUgASgIEhwKD2Rpc2FibGVkX3JlYXNvbhgGIAEoCUgAiAEBEi8KC2Rpc2FibGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiChVyYXRlX2xpbWl0X3Blcl9zZWNvbmQYCCABKAVIAYgBARI+ChpwcmV2aW91c19zZWNyZXRfZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEgoQX2Rpc2FibGVkX3JlYXNvbkIYChZfcmF0ZV9saW1pdF9wZXJfc2Vjb25kIjEKFkdldFN1YnNjcmlwdGlvblJlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJIlEKF0dldFN1YnNjcmlwdGlvblJlc3BvbnNlEjYKDHN1YnNjcmlwdGlvbhgBIAEoCzIgLnJlcGxheS53ZWJob29rcy52MS5TdWJzY3JpcHRpb24i4wEKGVVwZGF0ZVN1YnNjcmlwdGlvblJlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEg4KBmZpZWxkcxgCIAMoCRILCgN1cmwYAyABKAkSDgoGZXZlbnRzGAQgAygJEhAKCGRpc2FibGVkGAUgASgIEiIKFXJhdGVfbGltaXRfcGVyX3NlY29uZBgGIAEoBUgAiAEBEhgKEG1hbGZvcm1lZF9maWVsZHMYByADKAkSFgoOdW5rbm93bl9maWVsZHMYCCADKAlCGAoWX3JhdGVfbGltaXRfcGVyX3NlY29uZCJUChpVcGRhdGVTdWJzY3JpcHRpb25SZXNwb25zZRI2CgxzdWJzY3JpcHRpb24YASABKAsyIC5yZXBsYXkud2ViaG9va3MudjEuU3Vic2NyaXB0aW9uIoIBCh9Sb3RhdGVTdWJzY3JpcHRpb25TZWNyZXRSZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRIaCg1ncmFjZV9zZWNvbmRzGAIgASgDSACIAQESGAoQbWFsZm9ybWVkX2ZpZWxkcxgDIAMoCUIQCg5fZ3JhY2Vfc2Vjb25kcyJyCiBSb3RhdGVTdWJzY3JpcHRpb25TZWNyZXRSZXNwb25zZRIOCgZzZWNyZXQYASABKAkSPgoacHJldmlvdXNfc2VjcmV0X2V4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqMBChhSZWNvdmVyRGVsaXZlcmllc1JlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEikKBXNpbmNlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV1bnRpbBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQbWFsZm9ybWVkX2ZpZWxkcxgEIAMoCSIrChlSZWNvdmVyRGVsaXZlcmllc1Jlc3BvbnNlEg4KBnF1ZXVlZBgBIAEoBSI2ChtHZXRTdWJzY3JpcHRpb25TdGF0c1JlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJIjIKDUF0dGVtcHRDb3VudHMSEQoJc3VjY2VlZGVkGAEgASgDEg4KBmZhaWxlZBgCIAEoAyKYAQocR2V0U3Vic2NyaXB0aW9uU3RhdHNSZXNwb25zZRIPCgdwZW5kaW5nGAEgASgDEjMKCGxhc3RfMjRoGAIgASgLMiEucmVwbGF5LndlYmhvb2tzLnYxLkF0dGVtcHRDb3VudHMSMgoHbGFzdF83ZBgDIAEoCzIhLnJlcGxheS53ZWJob29rcy52MS5BdHRlbXB0Q291bnRzIsoDCghEZWxpdmVyeRITCgtkZWxpdmVyeV9pZBgBIAEoCRIXCg9zdWJzY3JpcHRpb25faWQYAiABKAkSEAoIZXZlbnRfaWQYAyABKAkSDQoFZXZlbnQYBCABKAkSMgoGc3RhdHVzGAUgASgOMiIucmVwbGF5LndlYmhvb2tzLnYxLkRlbGl2ZXJ5U3RhdHVzEhMKC3JldHJ5X2NvdW50GAYgASgFEjUKCGF0dGVtcHRzGAcgAygLMiMucmVwbGF5LndlYmhvb2tzLnYxLkRlbGl2ZXJ5QXR0ZW1wdBIdChBsYXN0X3N0YXR1c19jb2RlGAggASgFSACIAQESFwoKbGFzdF9lcnJvchgJIAEoCUgBiAEBEjMKD25leHRfYXR0ZW1wdF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCEwoRX2xhc3Rfc3RhdHVzX2NvZGVCDQoLX2xhc3RfZXJyb3Ii5AEKD0RlbGl2ZXJ5QXR0ZW1wdBIPCgdhdHRlbXB0GAEgASgFEjMKB3RyaWdnZXIYAiABKA4yIi5yZXBsYXkud2ViaG9va3MudjEuQXR0ZW1wdFRyaWdnZXISLgoKc3RhcnRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLZHVyYXRpb25fbXMYBCABKAMSGAoLc3RhdHVzX2NvZGUYBSABKAVIAIgBARISCgVlcnJvchgGIAEoCUgBiAEBQg4KDF9zdGF0dXNfY29kZUIICgZfZXJyb3IiUgoZQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdBILCgN1cmwYASABKAkSDgoGZXZlbnRzGAIgAygJEhgKEG1hbGZvcm1lZF9maWVsZHMYAyADKAkiZAoaQ3JlYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2USNgoMc3Vic2NyaXB0aW9uGAEgASgLMiAucmVwbGF5LndlYmhvb2tzLnYxLlN1YnNjcmlwdGlvbhIOCgZzZWNyZXQYAiABKAkiGgoYTGlzdFN1YnNjcmlwdGlvbnNSZXF1ZXN0IlQKGUxpc3RTdWJzY3JpcHRpb25zUmVzcG9uc2USNwoNc3Vic2NyaXB0aW9ucxgBIAMoCzIgLnJlcGxheS53ZWJob29rcy52MS5TdWJzY3JpcHRpb24iNAoZRGVsZXRlU3Vic2NyaXB0aW9uUmVxdWVzdBIXCg9zdWJzY3JpcHRpb25faWQYASABKAkiHAoaRGVsZXRlU3Vic2NyaXB0aW9uUmVzcG9uc2UiagoVTGlzdERlbGl2ZXJpZXNSZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRIWCglwYWdlX3NpemUYAiABKAVIAIgBARISCgpwYWdlX3Rva2VuGAMgASgJQgwKCl9wYWdlX3NpemUicwoWTGlzdERlbGl2ZXJpZXNSZXNwb25zZRItCgdyZXN1bHRzGAEgAygLMhwucmVwbGF5LndlYmhvb2tzLnYxLkRlbGl2ZXJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUiKQoSR2V0RGVsaXZlcnlSZXF1ZXN0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJIkUKE0dldERlbGl2ZXJ5UmVzcG9uc2USLgoIZGVsaXZlcnkYASABKAsyHC5yZXBsYXkud2ViaG9va3MudjEuRGVsaXZlcnkiLAoVUmVwbGF5RGVsaXZlcnlSZXF1ZXN0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJIkgKFlJlcGxheURlbGl2ZXJ5UmVzcG9uc2USLgoIZGVsaXZlcnkYASABKAsyHC5yZXBsYXkud2ViaG9va3MudjEuRGVsaXZlcnkqiQEKDkRlbGl2ZXJ5U3RhdHVzEh8KG0RFTElWRVJZX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0RFTElWRVJZX1NUQVRVU19QRU5ESU5HEAESHQoZREVMSVZFUllfU1RBVFVTX1NVQ0NFRURFRBACEhoKFkRFTElWRVJZX1NUQVRVU19GQUlMRUQQAypsCg5BdHRlbXB0VHJpZ2dlchIfChtBVFRFTVBUX1RSSUdHRVJfVU5TUEVDSUZJRUQQABIdChlBVFRFTVBUX1RSSUdHRVJfQVVUT01BVElDEAESGgoWQVRURU1QVF9UUklHR0VSX01BTlVBTBACMo4KCg9XZWJob29rc1NlcnZpY2UScwoSQ3JlYXRlU3Vic2NyaXB0aW9uEi0ucmVwbGF5LndlYmhvb2tzLnYxLkNyZWF0ZVN1YnNjcmlwdGlvblJlcXVlc3QaLi5yZXBsYXkud2ViaG9va3MudjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2USdQoRTGlzdFN1YnNjcmlwdGlvbnMSLC5yZXBsYXkud2ViaG9va3MudjEuTGlzdFN1YnNjcmlwdGlvbnNSZXF1ZXN0Gi0ucmVwbGF5LndlYmhvb2tzLnYxLkxpc3RTdWJzY3JpcHRpb25zUmVzcG9uc2UiA5ACARJzChJEZWxldGVTdWJzY3JpcHRpb24SLS5yZXBsYXkud2ViaG9va3MudjEuRGVsZXRlU3Vic2NyaXB0aW9uUmVxdWVzdBouLnJlcGxheS53ZWJob29rcy52MS5EZWxldGVTdWJzY3JpcHRpb25SZXNwb25zZRJsCg5MaXN0RGVsaXZlcmllcxIpLnJlcGxheS53ZWJob29rcy52MS5MaXN0RGVsaXZlcmllc1JlcXVlc3QaKi5yZXBsYXkud2ViaG9va3MudjEuTGlzdERlbGl2ZXJpZXNSZXNwb25zZSIDkAIBEmMKC0dldERlbGl2ZXJ5EiYucmVwbGF5LndlYmhvb2tzLnYxLkdldERlbGl2ZXJ5UmVxdWVzdBonLnJlcGxheS53ZWJob29rcy52MS5HZXREZWxpdmVyeVJlc3BvbnNlIgOQAgESZwoOUmVwbGF5RGVsaXZlcnkSKS5yZXBsYXkud2ViaG9va3MudjEuUmVwbGF5RGVsaXZlcnlSZXF1ZXN0GioucmVwbGF5LndlYmhvb2tzLnYxLlJlcGxheURlbGl2ZXJ5UmVzcG9uc2USbwoPR2V0U3Vic2NyaXB0aW9uEioucmVwbGF5LndlYmhvb2tzLnYxLkdldFN1YnNjcmlwdGlvblJlcXVlc3QaKy5yZXBsYXkud2ViaG9va3MudjEuR2V0U3Vic2NyaXB0aW9uUmVzcG9uc2UiA5ACARJzChJVcGRhdGVTdWJzY3JpcHRpb24SLS5yZXBsYXkud2ViaG9va3MudjEuVXBkYXRlU3Vic2NyaXB0aW9uUmVxdWVzdBouLnJlcGxheS53ZWJob29rcy52MS5VcGRhdGVTdWJzY3JpcHRpb25SZXNwb25zZRKFAQoYUm90YXRlU3Vic2NyaXB0aW9uU2VjcmV0EjMucmVwbGF5LndlYmhvb2tzLnYxLlJvdGF0ZVN1YnNjcmlwdGlvblNlY3JldFJlcXVlc3QaNC5yZXBsYXkud2ViaG9va3MudjEuUm90YXRlU3Vic2NyaXB0aW9uU2VjcmV0UmVzcG9uc2UScAoRUmVjb3ZlckRlbGl2ZXJpZXMSLC5yZXBsYXkud2ViaG9va3MudjEuUmVjb3ZlckRlbGl2ZXJpZXNSZXF1ZXN0Gi0ucmVwbGF5LndlYmhvb2tzLnYxLlJlY292ZXJEZWxpdmVyaWVzUmVzcG9uc2USfgoUR2V0U3Vic2NyaXB0aW9uU3RhdHMSLy5yZXBsYXkud2ViaG9va3MudjEuR2V0U3Vic2NyaXB0aW9uU3RhdHNSZXF1ZXN0GjAucmVwbGF5LndlYmhvb2tzLnYxLkdldFN1YnNjcmlwdGlvblN0YXRzUmVzcG9uc2UiA5ACATKCAQoVV2ViaG9va1NlY3JldHNTZXJ2aWNlEmkKDVJlc2VhbFNlY3JldHMSKC5yZXBsYXkud2ViaG9va3MudjEuUmVzZWFsU2VjcmV0c1JlcXVlc3QaKS5yZXBsYXkud2ViaG9va3MudjEuUmVzZWFsU2VjcmV0c1Jlc3BvbnNlIgOQAgIybAoRV2ViaG9va09wc1NlcnZpY2USVwoHQmFja2xvZxIiLnJlcGxheS53ZWJob29rcy52MS5CYWNrbG9nUmVxdWVzdBojLnJlcGxheS53ZWJob29rcy52MS5CYWNrbG9nUmVzcG9uc2UiA5ACAWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+
+/**
+ * BacklogRequest bounds the list.
+ *
+ * @generated from message replay.webhooks.v1.BacklogRequest
+ */
+export type BacklogRequest = Message<"replay.webhooks.v1.BacklogRequest"> & {
+  /**
+   * Subscriptions listed at most, 1 to 1 000; unset: 20.
+   *
+   * @generated from field: optional int32 limit = 1;
+   */
+  limit?: number | undefined;
+};
+
+/**
+ * Describes the message replay.webhooks.v1.BacklogRequest.
+ * Use `create(BacklogRequestSchema)` to create a new message.
+ */
+export const BacklogRequestSchema: GenMessage<BacklogRequest> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 0);
+
+/**
+ * SubscriptionBacklog is one subscription's pending deliveries.
+ *
+ * @generated from message replay.webhooks.v1.SubscriptionBacklog
+ */
+export type SubscriptionBacklog = Message<"replay.webhooks.v1.SubscriptionBacklog"> & {
+  /**
+   * The subscription.
+   *
+   * @generated from field: string subscription_id = 1;
+   */
+  subscriptionId: string;
+
+  /**
+   * Its tenant.
+   *
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * Deliveries pending.
+   *
+   * @generated from field: int64 pending = 3;
+   */
+  pending: bigint;
+
+  /**
+   * Of those, with an attempt due now.
+   *
+   * @generated from field: int64 due = 4;
+   */
+  due: bigint;
+
+  /**
+   * When the oldest due delivery fell due; unset when none is due.
+   *
+   * @generated from field: google.protobuf.Timestamp oldest_due_at = 5;
+   */
+  oldestDueAt?: Timestamp | undefined;
+
+  /**
+   * When its attempts began to fail with no success since; unset when not failing.
+   *
+   * @generated from field: google.protobuf.Timestamp failing_since = 6;
+   */
+  failingSince?: Timestamp | undefined;
+
+  /**
+   * Disabled (by hand or for failing): its deliveries are held.
+   *
+   * @generated from field: bool disabled = 7;
+   */
+  disabled: boolean;
+
+  /**
+   * Its rate limit, attempts a second; unset: unlimited.
+   *
+   * @generated from field: optional int32 rate_limit_per_second = 8;
+   */
+  rateLimitPerSecond?: number | undefined;
+};
+
+/**
+ * Describes the message replay.webhooks.v1.SubscriptionBacklog.
+ * Use `create(SubscriptionBacklogSchema)` to create a new message.
+ */
+export const SubscriptionBacklogSchema: GenMessage<SubscriptionBacklog> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 1);
+
+/**
+ * BacklogResponse lists the subscriptions.
+ *
+ * @generated from message replay.webhooks.v1.BacklogResponse
+ */
+export type BacklogResponse = Message<"replay.webhooks.v1.BacklogResponse"> & {
+  /**
+   * Most due first, then most pending.
+   *
+   * @generated from field: repeated replay.webhooks.v1.SubscriptionBacklog subscriptions = 1;
+   */
+  subscriptions: SubscriptionBacklog[];
+};
+
+/**
+ * Describes the message replay.webhooks.v1.BacklogResponse.
+ * Use `create(BacklogResponseSchema)` to create a new message.
+ */
+export const BacklogResponseSchema: GenMessage<BacklogResponse> = /*@__PURE__*/
+  messageDesc(file_replay_webhooks_v1_webhooks, 2);
 
 /**
  * ResealSecretsRequest has no parameters.
@@ -27,7 +139,7 @@ export type ResealSecretsRequest = Message<"replay.webhooks.v1.ResealSecretsRequ
  * Use `create(ResealSecretsRequestSchema)` to create a new message.
  */
 export const ResealSecretsRequestSchema: GenMessage<ResealSecretsRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 0);
+  messageDesc(file_replay_webhooks_v1_webhooks, 3);
 
 /**
  * ResealSecretsResponse counts the subscriptions' secrets sealed anew.
@@ -55,7 +167,7 @@ export type ResealSecretsResponse = Message<"replay.webhooks.v1.ResealSecretsRes
  * Use `create(ResealSecretsResponseSchema)` to create a new message.
  */
 export const ResealSecretsResponseSchema: GenMessage<ResealSecretsResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 1);
+  messageDesc(file_replay_webhooks_v1_webhooks, 4);
 
 /**
  * Subscription is one webhook subscription. Its secret is returned only by CreateSubscription.
@@ -132,7 +244,7 @@ export type Subscription = Message<"replay.webhooks.v1.Subscription"> & {
  * Use `create(SubscriptionSchema)` to create a new message.
  */
 export const SubscriptionSchema: GenMessage<Subscription> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 2);
+  messageDesc(file_replay_webhooks_v1_webhooks, 5);
 
 /**
  * GetSubscriptionRequest names one subscription.
@@ -153,7 +265,7 @@ export type GetSubscriptionRequest = Message<"replay.webhooks.v1.GetSubscription
  * Use `create(GetSubscriptionRequestSchema)` to create a new message.
  */
 export const GetSubscriptionRequestSchema: GenMessage<GetSubscriptionRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 3);
+  messageDesc(file_replay_webhooks_v1_webhooks, 6);
 
 /**
  * GetSubscriptionResponse holds one subscription.
@@ -174,7 +286,7 @@ export type GetSubscriptionResponse = Message<"replay.webhooks.v1.GetSubscriptio
  * Use `create(GetSubscriptionResponseSchema)` to create a new message.
  */
 export const GetSubscriptionResponseSchema: GenMessage<GetSubscriptionResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 4);
+  messageDesc(file_replay_webhooks_v1_webhooks, 7);
 
 /**
  * UpdateSubscriptionRequest is the parsed body of PATCH /v1/webhooks/{id}.
@@ -245,7 +357,7 @@ export type UpdateSubscriptionRequest = Message<"replay.webhooks.v1.UpdateSubscr
  * Use `create(UpdateSubscriptionRequestSchema)` to create a new message.
  */
 export const UpdateSubscriptionRequestSchema: GenMessage<UpdateSubscriptionRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 5);
+  messageDesc(file_replay_webhooks_v1_webhooks, 8);
 
 /**
  * UpdateSubscriptionResponse holds the subscription after the change.
@@ -266,7 +378,7 @@ export type UpdateSubscriptionResponse = Message<"replay.webhooks.v1.UpdateSubsc
  * Use `create(UpdateSubscriptionResponseSchema)` to create a new message.
  */
 export const UpdateSubscriptionResponseSchema: GenMessage<UpdateSubscriptionResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 6);
+  messageDesc(file_replay_webhooks_v1_webhooks, 9);
 
 /**
  * RotateSubscriptionSecretRequest names the subscription and the overlap.
@@ -301,7 +413,7 @@ export type RotateSubscriptionSecretRequest = Message<"replay.webhooks.v1.Rotate
  * Use `create(RotateSubscriptionSecretRequestSchema)` to create a new message.
  */
 export const RotateSubscriptionSecretRequestSchema: GenMessage<RotateSubscriptionSecretRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 7);
+  messageDesc(file_replay_webhooks_v1_webhooks, 10);
 
 /**
  * RotateSubscriptionSecretResponse holds the new secret, shown only here.
@@ -329,7 +441,7 @@ export type RotateSubscriptionSecretResponse = Message<"replay.webhooks.v1.Rotat
  * Use `create(RotateSubscriptionSecretResponseSchema)` to create a new message.
  */
 export const RotateSubscriptionSecretResponseSchema: GenMessage<RotateSubscriptionSecretResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 8);
+  messageDesc(file_replay_webhooks_v1_webhooks, 11);
 
 /**
  * RecoverDeliveriesRequest names the subscription and the creation window of the failed deliveries.
@@ -371,7 +483,7 @@ export type RecoverDeliveriesRequest = Message<"replay.webhooks.v1.RecoverDelive
  * Use `create(RecoverDeliveriesRequestSchema)` to create a new message.
  */
 export const RecoverDeliveriesRequestSchema: GenMessage<RecoverDeliveriesRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 9);
+  messageDesc(file_replay_webhooks_v1_webhooks, 12);
 
 /**
  * RecoverDeliveriesResponse says how many manual attempts were queued.
@@ -392,7 +504,7 @@ export type RecoverDeliveriesResponse = Message<"replay.webhooks.v1.RecoverDeliv
  * Use `create(RecoverDeliveriesResponseSchema)` to create a new message.
  */
 export const RecoverDeliveriesResponseSchema: GenMessage<RecoverDeliveriesResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 10);
+  messageDesc(file_replay_webhooks_v1_webhooks, 13);
 
 /**
  * GetSubscriptionStatsRequest names one subscription.
@@ -413,7 +525,7 @@ export type GetSubscriptionStatsRequest = Message<"replay.webhooks.v1.GetSubscri
  * Use `create(GetSubscriptionStatsRequestSchema)` to create a new message.
  */
 export const GetSubscriptionStatsRequestSchema: GenMessage<GetSubscriptionStatsRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 11);
+  messageDesc(file_replay_webhooks_v1_webhooks, 14);
 
 /**
  * AttemptCounts counts a window's finished attempts by outcome.
@@ -441,7 +553,7 @@ export type AttemptCounts = Message<"replay.webhooks.v1.AttemptCounts"> & {
  * Use `create(AttemptCountsSchema)` to create a new message.
  */
 export const AttemptCountsSchema: GenMessage<AttemptCounts> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 12);
+  messageDesc(file_replay_webhooks_v1_webhooks, 15);
 
 /**
  * GetSubscriptionStatsResponse holds the subscription's counts.
@@ -476,7 +588,7 @@ export type GetSubscriptionStatsResponse = Message<"replay.webhooks.v1.GetSubscr
  * Use `create(GetSubscriptionStatsResponseSchema)` to create a new message.
  */
 export const GetSubscriptionStatsResponseSchema: GenMessage<GetSubscriptionStatsResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 13);
+  messageDesc(file_replay_webhooks_v1_webhooks, 16);
 
 /**
  * Delivery is one event's delivery to one subscription, with its attempts.
@@ -576,7 +688,7 @@ export type Delivery = Message<"replay.webhooks.v1.Delivery"> & {
  * Use `create(DeliverySchema)` to create a new message.
  */
 export const DeliverySchema: GenMessage<Delivery> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 14);
+  messageDesc(file_replay_webhooks_v1_webhooks, 17);
 
 /**
  * DeliveryAttempt is one HTTP attempt of a delivery.
@@ -634,7 +746,7 @@ export type DeliveryAttempt = Message<"replay.webhooks.v1.DeliveryAttempt"> & {
  * Use `create(DeliveryAttemptSchema)` to create a new message.
  */
 export const DeliveryAttemptSchema: GenMessage<DeliveryAttempt> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 15);
+  messageDesc(file_replay_webhooks_v1_webhooks, 18);
 
 /**
  * CreateSubscriptionRequest is the parsed body of POST /v1/webhooks.
@@ -671,7 +783,7 @@ export type CreateSubscriptionRequest = Message<"replay.webhooks.v1.CreateSubscr
  * Use `create(CreateSubscriptionRequestSchema)` to create a new message.
  */
 export const CreateSubscriptionRequestSchema: GenMessage<CreateSubscriptionRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 16);
+  messageDesc(file_replay_webhooks_v1_webhooks, 19);
 
 /**
  * CreateSubscriptionResponse holds the created subscription and its secret.
@@ -700,7 +812,7 @@ export type CreateSubscriptionResponse = Message<"replay.webhooks.v1.CreateSubsc
  * Use `create(CreateSubscriptionResponseSchema)` to create a new message.
  */
 export const CreateSubscriptionResponseSchema: GenMessage<CreateSubscriptionResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 17);
+  messageDesc(file_replay_webhooks_v1_webhooks, 20);
 
 /**
  * ListSubscriptionsRequest has no parameters: the tenant comes from context.
@@ -715,7 +827,7 @@ export type ListSubscriptionsRequest = Message<"replay.webhooks.v1.ListSubscript
  * Use `create(ListSubscriptionsRequestSchema)` to create a new message.
  */
 export const ListSubscriptionsRequestSchema: GenMessage<ListSubscriptionsRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 18);
+  messageDesc(file_replay_webhooks_v1_webhooks, 21);
 
 /**
  * ListSubscriptionsResponse holds every subscription of the tenant.
@@ -736,7 +848,7 @@ export type ListSubscriptionsResponse = Message<"replay.webhooks.v1.ListSubscrip
  * Use `create(ListSubscriptionsResponseSchema)` to create a new message.
  */
 export const ListSubscriptionsResponseSchema: GenMessage<ListSubscriptionsResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 19);
+  messageDesc(file_replay_webhooks_v1_webhooks, 22);
 
 /**
  * DeleteSubscriptionRequest names the subscription to remove.
@@ -757,7 +869,7 @@ export type DeleteSubscriptionRequest = Message<"replay.webhooks.v1.DeleteSubscr
  * Use `create(DeleteSubscriptionRequestSchema)` to create a new message.
  */
 export const DeleteSubscriptionRequestSchema: GenMessage<DeleteSubscriptionRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 20);
+  messageDesc(file_replay_webhooks_v1_webhooks, 23);
 
 /**
  * DeleteSubscriptionResponse is empty.
@@ -772,7 +884,7 @@ export type DeleteSubscriptionResponse = Message<"replay.webhooks.v1.DeleteSubsc
  * Use `create(DeleteSubscriptionResponseSchema)` to create a new message.
  */
 export const DeleteSubscriptionResponseSchema: GenMessage<DeleteSubscriptionResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 21);
+  messageDesc(file_replay_webhooks_v1_webhooks, 24);
 
 /**
  * ListDeliveriesRequest asks for one page of a subscription's delivery log.
@@ -809,7 +921,7 @@ export type ListDeliveriesRequest = Message<"replay.webhooks.v1.ListDeliveriesRe
  * Use `create(ListDeliveriesRequestSchema)` to create a new message.
  */
 export const ListDeliveriesRequestSchema: GenMessage<ListDeliveriesRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 22);
+  messageDesc(file_replay_webhooks_v1_webhooks, 25);
 
 /**
  * ListDeliveriesResponse is one page of the delivery log.
@@ -845,7 +957,7 @@ export type ListDeliveriesResponse = Message<"replay.webhooks.v1.ListDeliveriesR
  * Use `create(ListDeliveriesResponseSchema)` to create a new message.
  */
 export const ListDeliveriesResponseSchema: GenMessage<ListDeliveriesResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 23);
+  messageDesc(file_replay_webhooks_v1_webhooks, 26);
 
 /**
  * GetDeliveryRequest names one delivery.
@@ -866,7 +978,7 @@ export type GetDeliveryRequest = Message<"replay.webhooks.v1.GetDeliveryRequest"
  * Use `create(GetDeliveryRequestSchema)` to create a new message.
  */
 export const GetDeliveryRequestSchema: GenMessage<GetDeliveryRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 24);
+  messageDesc(file_replay_webhooks_v1_webhooks, 27);
 
 /**
  * GetDeliveryResponse holds one delivery.
@@ -887,7 +999,7 @@ export type GetDeliveryResponse = Message<"replay.webhooks.v1.GetDeliveryRespons
  * Use `create(GetDeliveryResponseSchema)` to create a new message.
  */
 export const GetDeliveryResponseSchema: GenMessage<GetDeliveryResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 25);
+  messageDesc(file_replay_webhooks_v1_webhooks, 28);
 
 /**
  * ReplayDeliveryRequest names the delivery to attempt again.
@@ -908,7 +1020,7 @@ export type ReplayDeliveryRequest = Message<"replay.webhooks.v1.ReplayDeliveryRe
  * Use `create(ReplayDeliveryRequestSchema)` to create a new message.
  */
 export const ReplayDeliveryRequestSchema: GenMessage<ReplayDeliveryRequest> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 26);
+  messageDesc(file_replay_webhooks_v1_webhooks, 29);
 
 /**
  * ReplayDeliveryResponse holds the delivery after the manual attempt was queued.
@@ -929,7 +1041,7 @@ export type ReplayDeliveryResponse = Message<"replay.webhooks.v1.ReplayDeliveryR
  * Use `create(ReplayDeliveryResponseSchema)` to create a new message.
  */
 export const ReplayDeliveryResponseSchema: GenMessage<ReplayDeliveryResponse> = /*@__PURE__*/
-  messageDesc(file_replay_webhooks_v1_webhooks, 27);
+  messageDesc(file_replay_webhooks_v1_webhooks, 30);
 
 /**
  * DeliveryStatus is where a delivery stands.
@@ -1175,4 +1287,25 @@ export const WebhookSecretsService: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_replay_webhooks_v1_webhooks, 1);
+
+/**
+ * WebhookOpsService is internal (replayctl webhook backlog, through the gateway's internal port):
+ * what the on-call runbooks need of the delivery queue.
+ *
+ * @generated from service replay.webhooks.v1.WebhookOpsService
+ */
+export const WebhookOpsService: GenService<{
+  /**
+   * Backlog lists the subscriptions with deliveries pending, most due first: how many are due,
+   * the oldest due one, and the subscription's state.
+   *
+   * @generated from rpc replay.webhooks.v1.WebhookOpsService.Backlog
+   */
+  backlog: {
+    methodKind: "unary";
+    input: typeof BacklogRequestSchema;
+    output: typeof BacklogResponseSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_replay_webhooks_v1_webhooks, 2);
 
