@@ -106,29 +106,15 @@ new Gauge({
   },
 });
 
-const retentions = new Map<string, () => Promise<number>>();
-new Gauge({
+const retentionOverdue = scrapedGauge({
   name: "replay_retention_overdue_seconds",
   help: "How far past its retention window the oldest row a retention job should have dropped still is, by table (0: on time).",
   labelNames: ["table"] as const,
-  registers: [registry],
-  async collect() {
-    this.reset();
-    await Promise.all(
-      [...retentions].map(async ([table, read]) => {
-        const overdue = await readOrLog("replay_retention_overdue_seconds", read);
-        if (overdue !== undefined) this.set({ table }, overdue);
-      }),
-    );
-  },
 });
 
 /** Reports a table's retention lag (its oldest row past the window, in seconds) while the returned function has not been called. */
 export function watchRetention(table: string, overdueSeconds: () => Promise<number>): () => void {
-  retentions.set(table, overdueSeconds);
-  return () => {
-    if (retentions.get(table) === overdueSeconds) retentions.delete(table);
-  };
+  return retentionOverdue.watch(async () => [[{ table }, await overdueSeconds()]]);
 }
 
 /** Reports a pool's clients while the returned function has not been called. */
@@ -201,32 +187,30 @@ new Gauge({
 });
 
 /**
- * A gauge a service registers for a value of its own (the webhooks queue depth), read at each
- * scrape by what `watch` was given, while the returned function has not been called. lib/ knows
- * no service's tables: the reading is the service's.
+ * A gauge read at each scrape from what its watchers were given (a service's own value, such as the
+ * webhooks queue depth, or one per table or schema), each while the function `watch` returned has
+ * not been called. lib/ knows no service's tables: the reading is the watcher's.
  */
 export function scrapedGauge<L extends string>(spec: {
   name: string;
   help: string;
   labelNames: readonly L[];
 }): { watch(read: () => Promise<ReadonlyArray<[Partial<Record<L, string>>, number]>>): () => void } {
-  let reader: (() => Promise<ReadonlyArray<[Partial<Record<L, string>>, number]>>) | undefined;
+  const readers = new Set<() => Promise<ReadonlyArray<[Partial<Record<L, string>>, number]>>>();
   new Gauge({
     ...spec,
     registers: [registry],
     async collect() {
       this.reset();
-      const read = reader;
-      if (!read) return;
-      const values = await readOrLog(spec.name, read);
-      for (const [labels, value] of values ?? []) this.set(labels, value);
+      const all = await Promise.all([...readers].map((read) => readOrLog(spec.name, read)));
+      for (const [labels, value] of all.flatMap((values) => values ?? [])) this.set(labels, value);
     },
   });
   return {
     watch(read) {
-      reader = read;
+      readers.add(read);
       return () => {
-        if (reader === read) reader = undefined;
+        readers.delete(read);
       };
     },
   };

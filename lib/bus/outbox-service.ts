@@ -2,17 +2,17 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Outbox, OutboxService } from "../../gen/replay/ops/v1/ops_pb.js";
 import type { Db } from "../db/types.js";
-import { outboxStatus } from "./outbox.js";
+import { outboxBacklog } from "./outbox.js";
 
 /** An outbox as OutboxService answers it. */
 export type OutboxReport = Omit<Outbox, "$typeName">;
 
 /** The schema's outbox: its unpublished events and the oldest of them. */
 export async function outboxReport(db: Db): Promise<OutboxReport> {
-  const status = await outboxStatus(db, db.schema);
+  const status = await outboxBacklog(db, db.schema);
   return {
     schema: db.schema,
-    unpublished: BigInt(status.unpublished),
+    unpublished: BigInt(status.backlog),
     oldestEventId: status.oldest?.eventId ?? "",
     oldestSubject: status.oldest?.subject ?? "",
     oldestCreatedAt: status.oldest ? timestampFromDate(status.oldest.createdAt) : undefined,

@@ -148,30 +148,24 @@ export function outboxChannel(schema: string): string {
   return `${assertSchemaName(schema)}_outbox`;
 }
 
-/** The schema's events not yet published, and the age in seconds of the oldest (0 when none): /metrics' outbox gauges. */
-export async function outboxBacklog(q: Queryable, schema: string): Promise<{ backlog: number; age: number }> {
-  const s = assertSchemaName(schema);
-  const { rows } = await q.query<{ backlog: string; age: number | null }>(
-    `SELECT count(*) AS backlog, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS age
-       FROM ${s}.outbox WHERE published_at IS NULL`,
-  );
-  const row = rows[0];
-  return { backlog: Number(row?.backlog ?? 0), age: Math.max(0, row?.age ?? 0) };
-}
-
-/** A schema's unpublished events: how many, and the oldest (its id, subject and commit time), off outbox_unpublished. */
-export async function outboxStatus(
+/**
+ * The schema's events not yet published: how many, the age in seconds of the oldest (0 when none;
+ * /metrics' outbox gauges), and that oldest event itself (replayctl outbox status).
+ */
+export async function outboxBacklog(
   q: Queryable,
   schema: string,
-): Promise<{ unpublished: number; oldest?: { eventId: string; subject: string; createdAt: Date } }> {
+): Promise<{ backlog: number; age: number; oldest?: { eventId: string; subject: string; createdAt: Date } }> {
   const s = assertSchemaName(schema);
   const { rows } = await q.query<{
-    unpublished: string;
+    backlog: string;
     event_id: string | null;
     subject: string | null;
     created_at: Date | null;
+    age: number | null;
   }>(
-    `SELECT (SELECT count(*) FROM ${s}.outbox WHERE published_at IS NULL) AS unpublished, o.event_id, o.subject, o.created_at
+    `SELECT (SELECT count(*) FROM ${s}.outbox WHERE published_at IS NULL) AS backlog, o.event_id, o.subject,
+            o.created_at, EXTRACT(EPOCH FROM now() - o.created_at)::float8 AS age
        FROM (SELECT 1) one
        LEFT JOIN LATERAL (SELECT event_id, subject, created_at FROM ${s}.outbox WHERE published_at IS NULL ORDER BY id LIMIT 1) o ON true`,
   );
@@ -180,5 +174,5 @@ export async function outboxStatus(
     row?.event_id && row.subject && row.created_at
       ? { eventId: row.event_id, subject: row.subject, createdAt: row.created_at }
       : undefined;
-  return { unpublished: Number(row?.unpublished ?? 0), ...(oldest ? { oldest } : {}) };
+  return { backlog: Number(row?.backlog ?? 0), age: Math.max(0, row?.age ?? 0), ...(oldest ? { oldest } : {}) };
 }

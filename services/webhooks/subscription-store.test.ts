@@ -47,34 +47,27 @@ describe.each(testDbModes())("subscription management ($name database)", ({ open
   const claimAll = (owner: string) =>
     queue.claimDeliveries(db, { owner, leaseMs: 60_000, perSubscription: 64, limit: 64, busy: new Map() });
 
-  /** Records one claimed delivery's attempt as started at `atMs` (after t0), failed or succeeded. */
+  /** A claimed delivery's automatic attempt by `owner`, started `atMs` after t0, failed or succeeded. */
+  const attemptAt = (row: queue.ClaimedDelivery, owner: string, atMs: number, ok: boolean): queue.AttemptRecord => ({
+    deliveryId: row.delivery_id,
+    attempt: row.attempt,
+    owner,
+    trigger: "automatic",
+    startedAt: new Date(Date.UTC(2026, 0, 1) + atMs),
+    durationMs: 5,
+    statusCode: ok ? 200 : 500,
+    error: ok ? null : "HTTP 500",
+    nextAttemptAt: null,
+    gone: false,
+  });
+  /** Records that one attempt alone. */
   const recordAt = (
     row: queue.ClaimedDelivery,
     owner: string,
     atMs: number,
     ok: boolean,
     disableAfterMs: number | null,
-  ) =>
-    db.transaction((tx) =>
-      queue.recordAttempts(
-        tx,
-        [
-          {
-            deliveryId: row.delivery_id,
-            attempt: row.attempt,
-            owner,
-            trigger: "automatic",
-            startedAt: new Date(Date.UTC(2026, 0, 1) + atMs),
-            durationMs: 5,
-            statusCode: ok ? 200 : 500,
-            error: ok ? null : "HTTP 500",
-            nextAttemptAt: null,
-            gone: false,
-          },
-        ],
-        disableAfterMs,
-      ),
-    );
+  ) => db.transaction((tx) => queue.recordAttempts(tx, [attemptAt(row, owner, atMs, ok)], disableAfterMs));
 
   it("disables a subscription whose attempts failed throughout WEBHOOK_DISABLE_AFTER; a success resets the clock", async () => {
     const failing = await subscribe();
@@ -119,20 +112,8 @@ describe.each(testDbModes())("subscription management ($name database)", ({ open
       queue.ClaimedDelivery,
       queue.ClaimedDelivery,
     ];
-    const at = (row: queue.ClaimedDelivery, ms: number, ok: boolean): queue.AttemptRecord => ({
-      deliveryId: row.delivery_id,
-      attempt: row.attempt,
-      owner: "w",
-      trigger: "automatic",
-      startedAt: new Date(Date.UTC(2026, 0, 1) + ms),
-      durationMs: 5,
-      statusCode: ok ? 200 : 500,
-      error: ok ? null : "HTTP 500",
-      nextAttemptAt: null,
-      gone: false,
-    });
     const recorded = await db.transaction((tx) =>
-      queue.recordAttempts(tx, [at(first, 0, false), at(second, 100, true)], 1),
+      queue.recordAttempts(tx, [attemptAt(first, "w", 0, false), attemptAt(second, "w", 100, true)], 1),
     );
     expect(recorded).toEqual({ disabled: [] });
     const { rows } = await db.query<{ failing_since: Date | null; disabled: boolean }>(

@@ -38,16 +38,17 @@ export type SubscriptionChange = {
 };
 
 /**
- * Applies a change to the tenant's subscription, undefined when it has none by that id. Disabling
- * (by hand) holds its deliveries; enabling clears the reason and the failing clock and releases
- * them, oldest first. The row is locked first, so two changes apply one after the other.
+ * Applies a change to the tenant's subscription, undefined when it has none by that id; with
+ * whether it disabled or enabled it (as found under the lock). Disabling (by hand) holds its
+ * deliveries; enabling clears the reason and the failing clock and releases them, oldest first.
+ * The row is locked first, so two changes apply one after the other.
  */
 export async function updateSubscription(
   tx: Tx,
   tenantId: string,
   subscriptionId: string,
   change: SubscriptionChange,
-): Promise<SubscriptionRow | undefined> {
+): Promise<{ row: SubscriptionRow; disabled: boolean; enabled: boolean } | undefined> {
   const { rows: before } = await tx.query<{ disabled: boolean }>(
     "SELECT disabled FROM webhooks.subscription WHERE subscription_id = $1 AND tenant_id = $2 FOR UPDATE",
     [subscriptionId, tenantId],
@@ -79,7 +80,7 @@ export async function updateSubscription(
   );
   if (disabling) await holdDeliveries(tx, [subscriptionId]);
   if (enabling) await releaseHeldDeliveries(tx, subscriptionId);
-  return rows[0];
+  return { row: rows[0] as SubscriptionRow, disabled: disabling, enabled: enabling };
 }
 
 /**

@@ -228,13 +228,13 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
       const tenantId = requireTenant(ctx);
       const found = await subscriptionOf(db, tenantId, req.subscriptionId);
       const change = await subscriptionChange(req, deps.urls);
-      const row = await db.transaction((tx) =>
+      const updated = await db.transaction((tx) =>
         subscriptions.updateSubscription(tx, tenantId, found.subscription_id, change),
       );
-      if (!row) throw subscriptionNotFound();
-      if (change.disabled === true && !found.disabled) webhookSubscriptionsDisabled.inc({ reason: "manual" });
-      if (change.disabled === false && found.disabled) deps.onQueued();
-      return { subscription: toSubscription(row) };
+      if (!updated) throw subscriptionNotFound();
+      if (updated.disabled) webhookSubscriptionsDisabled.inc({ reason: "manual" });
+      if (updated.enabled) deps.onQueued();
+      return { subscription: toSubscription(updated.row) };
     },
 
     async rotateSubscriptionSecret(req, ctx) {

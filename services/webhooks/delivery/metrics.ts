@@ -42,13 +42,12 @@ const subscriptionsGauge = scrapedGauge({
 
 /** Reports the delivery queue and the unhealthy subscriptions of this database while the returned function has not been called. */
 export function watchQueueDepth(db: Queryable): () => void {
+  // The registry collects every family at once: the two queue families share the read in flight
+  // (as lib/metrics.ts's outbox families do).
   let depth: Promise<Awaited<ReturnType<typeof queueDepth>>> | undefined;
-  // One read serves both families of a scrape.
   const read = () => {
     depth ??= queueDepth(db).finally(() => {
-      setImmediate(() => {
-        depth = undefined;
-      });
+      depth = undefined;
     });
     return depth;
   };

@@ -16,6 +16,13 @@ export const signingSecrets = (s: string) =>
   `CASE WHEN ${s}.previous_secret_expires_at > now() THEN ${s}.previous_secret ELSE ${s}.secret END AS secret,
    CASE WHEN ${s}.previous_secret_expires_at > now() THEN ${s}.secret END AS next_secret`;
 
+// A delivery `x` the claim may take for the subscription `u` it looks at: pending, due now, from
+// the subscription's scan_from, not leased, and a manual attempt if the subscription is disabled.
+const claimable = `x.subscription_id = u.subscription_id AND x.status = 'pending'
+  AND ${dueAt} >= u.scan_from AND ${dueAt} <= now()
+  AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
+  AND (x.manual_queued > 0 OR NOT u.disabled)`;
+
 // A rate-limited subscription's window (decisions.md §6.1 rateLimitPerSecond): the attempts started
 // in the database clock's current second, by every replica. The claim's UPDATE reads the row as it
 // is once locked, so two replicas' claims never take the same second's allowance twice. Its take is
@@ -25,11 +32,7 @@ const rateUsed = `(CASE WHEN q.rate_second = ${nowSecond} THEN q.rate_used ELSE 
 const rateTake = `GREATEST(LEAST(u.rate - ${rateUsed}, $3 - u.n, (
     SELECT count(*) FROM (
       SELECT 1 FROM webhooks.delivery x
-       WHERE x.subscription_id = u.subscription_id AND x.status = 'pending'
-         AND ${dueAt} >= u.scan_from AND ${dueAt} <= now()
-         AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
-         AND (x.manual_queued > 0 OR NOT u.disabled)
-       LIMIT $3) due)), 0)`;
+       WHERE ${claimable} LIMIT $3) due)), 0)`;
 
 /** A delivery claimed for one attempt, with what the attempt needs. */
 export type ClaimedDelivery = {
@@ -145,10 +148,7 @@ export async function claimDeliveries(
          CROSS JOIN LATERAL (
            SELECT x.delivery_id, ${dueAt} AS due
              FROM webhooks.delivery x
-            WHERE x.subscription_id = u.subscription_id AND x.status = 'pending'
-              AND ${dueAt} >= u.scan_from AND ${dueAt} <= now()
-              AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
-              AND (x.manual_queued > 0 OR NOT u.disabled)
+            WHERE ${claimable}
             ORDER BY ${dueAt}, x.delivery_id
             LIMIT u.allowed
               FOR UPDATE OF x SKIP LOCKED
