@@ -321,6 +321,7 @@ export async function startDistributedSystem({
   env = {},
   nodeArgs = [],
   natsUrl = process.env.NATS_URL,
+  launched,
 }: {
   gateways?: number;
   /** Webhooks processes: the first at WEBHOOKS_URL, the others beside it ("webhooks-1", ...), sharing its consumer and queue. */
@@ -330,6 +331,8 @@ export async function startDistributedSystem({
   env?: Record<string, string>;
   /** Extra node flags for every process, e.g. ["--cpu-prof", "--cpu-prof-dir=/tmp/prof"] to profile. */
   nodeArgs?: readonly string[];
+  /** Called once every process is spawned, before any is ready: each one's output so far, by name. */
+  launched?: (outputs: () => Map<string, string>) => void;
 } = {}): Promise<System> {
   if (!process.env.DATABASE_URL || !natsUrl)
     throw new Error("the distributed mode needs DATABASE_URL and a NATS server");
@@ -375,6 +378,7 @@ export async function startDistributedSystem({
     gatewayUrls.push(`http://127.0.0.1:${port}`);
     internalUrls.push(`http://127.0.0.1:${internalPort}`);
   }
+  launched?.(() => new Map(procs.map((p) => [p.name, p.output.join("")])));
   const cleanup = async () => {
     await database.drop();
     await deleteNamespaceStreams(natsUrl, namespace);
