@@ -1,5 +1,5 @@
-// Python's gRPC (C-core, Debian's python3-grpcio) against the running system in both
-// modes, as an outside integrator calls it: code built from proto/ alone (`buf build proto`, read by
+// Python's gRPC (C-core, Debian's python3-grpcio) against one running system (the gRPC
+// servers are the same code in both modes), as an outside integrator calls it: code built from proto/ alone (`buf build proto`, read by
 // test/interop/python/protos.py) and what docs/grpc-clients.md says. Each Python test is a test here.
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provisionTenant } from "./http.js";
-import { sharedSystems } from "./shared-system.js";
+import { oneSharedSystem } from "./shared-system.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/");
 const suiteDir = join(root, "test", "interop", "python");
@@ -39,7 +39,7 @@ beforeAll(async () => {
 });
 afterAll(() => rm(descriptorDir, { recursive: true, force: true }));
 
-describe.each(sharedSystems())("Python gRPC (C-core) against the $mode system", (sys) => {
+describe.each(oneSharedSystem())("Python gRPC (C-core) against the $mode system", (sys) => {
   const outcomes = new Map<string, Outcome>();
   let output = "";
   beforeAll(async () => {

@@ -29,3 +29,14 @@ export function sharedSystems(): SystemHandle[] {
 export function testNatsUrl(): string | undefined {
   return inject("natsUrl") || undefined;
 }
+
+/**
+ * One shared system, for `describe.each`, for files whose subject is the same code in both modes
+ * (the gateway's HTTP handling, the admin API and replayctl, the gRPC servers): the distributed one
+ * where Postgres and NATS are here (the production mode), else the embedded one. What differs by
+ * mode (events, processes, the embedded database) keeps `sharedSystems()`.
+ */
+export function oneSharedSystem(): SystemHandle[] {
+  const systems = sharedSystems();
+  return [systems.find((s) => s.mode === "distributed") ?? (systems[0] as SystemHandle)];
+}

@@ -8,7 +8,7 @@ import { DEFAULT_CONNECTION_LIMITS } from "../../gateway/limits.js";
 import { signRequest } from "../../lib/signing.js";
 import { expectProblem } from "../expect.js";
 import { provisionTenant, send } from "../http.js";
-import { sharedSystems } from "../shared-system.js";
+import { oneSharedSystem } from "../shared-system.js";
 
 type Raw = { status: number; headers: Record<string, string>; body: any; closedAfterMs: number; firstByteMs: number };
 
@@ -98,7 +98,7 @@ function expectRawProblem(res: Raw, status: number, code: string): void {
   expect(res.body.instance).toBe(res.headers["x-request-id"]);
 }
 
-for (const sys of sharedSystems()) {
+for (const sys of oneSharedSystem()) {
   describe(`hostile requests at the edge (${sys.mode})`, () => {
     it("a path that does not percent-decode is routed like any other: 404 unknown, 401 then the id code on a route", async () => {
       expectProblem(await send(sys.baseUrl, "GET", "/%FF"), 404, "NOT_FOUND");

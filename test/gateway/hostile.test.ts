@@ -11,7 +11,7 @@ import { ActorSchema, MemberRole } from "../../gen/replay/common/v1/common_pb.js
 import { trustedHeaders } from "../../lib/rpc/context.js";
 import { provisionTenant, send } from "../http.js";
 import { grpcCheckIn } from "../recorder.js";
-import { sharedSystems } from "../shared-system.js";
+import { oneSharedSystem } from "../shared-system.js";
 import { contractViolations, describeFailure, sendHostile } from "./hostile/check.js";
 import { connectInternal, hostileInternalCall, type InternalCall, sendInternal } from "./hostile/internal.js";
 import { countFromEnv, createPrng, seedFromEnv } from "./hostile/prng.js";
@@ -46,7 +46,7 @@ it("the generator's route table is the gateway's whole public surface", () => {
   expect(routeSchemas.map((r) => `${r.method} ${r.path} ${r.auth}`).sort()).toEqual(table.sort());
 });
 
-describe.each(sharedSystems())("hostile requests ($mode mode)", (sys) => {
+describe.each(oneSharedSystem())("hostile requests ($mode mode)", (sys) => {
   async function tenant() {
     const t = await provisionTenant(sys, { rateLimitRps: 1_000_000, rateLimitBurst: 1_000_000, serverLimit: 1000n });
     const knownIds: string[] = [];
