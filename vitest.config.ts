@@ -1,11 +1,14 @@
 import { configDefaults, defineConfig } from "vitest/config";
 
 /**
- * The `unit` layer: files that need no running system, no database and no NATS (rules, codecs,
- * SQL builders, in-process servers on loopback), so `npm run test:unit` answers in seconds with
- * nothing running. Every other file is in `system`, which starts the shared systems and the test
- * databases' templates first (test/global-setup.ts): a new test file lands there until it is listed
- * here. `npm test` runs both.
+ * The layers (docs/engineering.md "Tests"); `npm test` runs them all, `npm run test:<layer>` one.
+ * - unit: no system, no database, no NATS (rules, codecs, SQL builders, in-process servers on
+ *   loopback): `npm run test:unit` answers in seconds with nothing running. Listed here.
+ * - integration: one process, with a database of its own and NATS where needed (stores, the bus,
+ *   the services in-process, the gateway's routes): the other test files beside the sources.
+ * - e2e: the shared systems (test/global-setup.ts), for what only separate processes show: test/.
+ * - slow: systems of their own, faults, toolchains and the embedded database's files. Listed here.
+ * A new file lands in integration beside the sources and in e2e under test/ until listed otherwise.
  */
 const UNIT = [
   "cli/commands.test.ts",
@@ -59,6 +62,24 @@ const UNIT = [
   "test/monitoring.test.ts",
 ];
 
+const SLOW = [
+  "lib/data-dir.test.ts",
+  "lib/db/embedded-template.test.ts",
+  "lib/db/embedded.test.ts",
+  "test/client-package.test.ts",
+  "test/deploy.test.ts",
+  "test/embedded.test.ts",
+  "test/faults/**/*.test.ts",
+  "test/internal-token.test.ts",
+  "test/npm-start.test.ts",
+  "test/readme-client.test.ts",
+  "test/start.test.ts",
+  "test/tracing.test.ts",
+];
+
+const BESIDE_SOURCES = ["lib", "services", "gateway", "cli", "clients"].map((dir) => `${dir}/**/*.test.ts`);
+const NOT_OURS = [...configDefaults.exclude, "dist/**"];
+
 export default defineConfig({
   test: {
     // Files share one Postgres and one NATS; each isolates itself (own database, own subjects),
@@ -86,11 +107,24 @@ export default defineConfig({
       {
         extends: true,
         test: {
-          name: "system",
-          include: ["**/*.test.ts"],
-          exclude: [...configDefaults.exclude, "dist/**", ...UNIT],
+          name: "integration",
+          include: BESIDE_SOURCES,
+          exclude: [...NOT_OURS, ...UNIT, ...SLOW],
+          globalSetup: ["test/global-setup-resources.ts"],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "e2e",
+          include: ["test/**/*.test.ts"],
+          exclude: [...NOT_OURS, ...UNIT, ...SLOW],
           globalSetup: ["test/global-setup.ts"],
         },
+      },
+      {
+        extends: true,
+        test: { name: "slow", include: SLOW, exclude: NOT_OURS, globalSetup: ["test/global-setup-resources.ts"] },
       },
     ],
   },
