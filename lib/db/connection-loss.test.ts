@@ -71,8 +71,9 @@ describe.skipIf(skip)(`a dropped Postgres connection (${skip ?? "real Postgres"}
       .catch((err: unknown) => err);
     await open;
     await terminate(admin, pid);
-    // The backend is gone; give the client's socket a turn to see it, as an idle client would.
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The backend is gone (terminate() saw it leave pg_stat_activity, over I/O turns in which the
+    // idle client read its socket's end); one more turn for the error event, as an idle client has.
+    await new Promise((resolve) => setImmediate(resolve));
     resume();
     const err = await running;
     expect(isConnectionLoss(err), String(err)).toBe(true);

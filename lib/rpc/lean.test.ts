@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import http from "node:http";
 import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect } from "node:net";
 import { promisify } from "node:util";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import {
@@ -380,10 +380,9 @@ describe("the lean internal hop", () => {
     await waitFor("both calls started", () => started === 2);
     // The grace bounds a drain that hangs; a busy machine may take seconds to finish the calls.
     const closed = server.close(30_000);
-    // Gives a drain that wrongly cut the calls a moment to do it before they are released. Not a
-    // race the test can lose: close() stops accepting and sends GOAWAY before it returns, so the
-    // calls are in flight during the drain however long this takes, and they must finish.
-    await new Promise((r) => setTimeout(r, 50));
+    // Released once the drain is under way (the port refuses new connections), so a drain that
+    // wrongly cut the calls has done it by then; they must finish however long the drain takes.
+    await waitFor("the server to stop accepting", () => refusesConnections(server.url));
     release();
     expect((await Promise.all(calls)).map((r) => r.serverId)).toEqual(["one", "two"]);
     await closed;
@@ -480,3 +479,16 @@ describe("the lean path's per-call objects", () => {
     }
   });
 });
+
+/** Whether a new TCP connection to the URL's port is refused (its listener is closed). */
+function refusesConnections(url: string): Promise<boolean> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect({ host: hostname, port: Number(port) });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once("error", () => resolve(true));
+  });
+}

@@ -7,7 +7,7 @@ import type { Db } from "../../../lib/db/types.js";
 import { openSecrets } from "../../../lib/secrets/_testing.js";
 import { startWorker, type Worker } from "../../../lib/worker/worker.js";
 import { freePorts } from "../../../test/free-port.js";
-import { pollUntil } from "../../../test/poll.js";
+import { pollUntil, waitFor } from "../../../test/poll.js";
 import { startWebhookReceiver, type WebhookReceiver } from "../../../test/webhook-receiver.js";
 import * as store from "../store.js";
 import { createDeliveryClient } from "./client.js";
@@ -34,13 +34,24 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
   });
   afterAll(() => testDb[Symbol.asyncDispose]());
 
-  function worker(overrides: Partial<DeliveryWorkerDeps> = {}, alsoAllow: number[] = []): Worker {
+  /** `onProbe` hears each probe of an unreachable receiver (the real one runs after it). */
+  function worker(overrides: Partial<DeliveryWorkerDeps> = {}, alsoAllow: number[] = [], onProbe = () => {}): Worker {
     const timeoutMs = overrides.timeoutMs ?? 2_000;
-    const client = createDeliveryClient({
+    const real = createDeliveryClient({
       timeoutMs,
       allowTargets: parseAllowTargets([receiver.port, ...alsoAllow].map((port) => `127.0.0.1:${port}`)),
       extraCaPem: readFileSync(join(certDir, "cert.pem"), "utf8"),
     });
+    const client: typeof real = {
+      send: (request) => real.send(request),
+      probe: (url) => {
+        onProbe();
+        return real.probe(url);
+      },
+      close: () => real.close(),
+      destroy: () => real.destroy(),
+      [Symbol.asyncDispose]: () => real[Symbol.asyncDispose](),
+    };
     const w = startWorker(
       deliveryWorker({
         db,
@@ -175,12 +186,13 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
     };
     // Nothing listens: the first attempts fail as refused connections, and the schedule would spend
     // the second 100 ms later; the breaker holds them instead (for at most UNREACHABLE_HOLD_MS).
-    worker({ retryScheduleMs: [0, 100, 60_000] }, [port]);
+    let probes = 0;
+    worker({ retryScheduleMs: [0, 100, 60_000] }, [port], () => probes++);
     await pollUntil(attempts, (rows) => rows.length === 5 && rows.every((r) => r.attempt_count === 1), 30_000);
-    // Then nothing for 1.5 s, where the schedule would have spent the second attempts 100 ms later.
-    // This wait cannot fail on a slow machine: the hold lasts UNREACHABLE_HOLD_MS (5 min), so a
-    // slower run only watches less of it.
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // Then nothing while two probes (a second apart) find it still down, where the schedule would
+    // have spent the second attempts 100 ms after the first and the worker polls every 100 ms.
+    const probed = probes;
+    await waitFor("two more probes of the unreachable receiver", () => probes >= probed + 2, 30_000);
     expect(await attempts()).toEqual(
       Array(5).fill({ attempt_count: 1, status: "pending", last_error: "connection error: ECONNREFUSED" }),
     );
