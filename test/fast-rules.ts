@@ -32,7 +32,7 @@ function duration(seconds: number): string {
 
 /**
  * The rules file `text` with time divided by `factor`. A range selector never shrinks below
- * `minWindowS` (rate() needs a few samples in its window), and an alert's `for:` is scaled as is.
+ * `minWindowS` (rate() needs a few samples in its window); a `for:` has no floor.
  */
 export function fastRules(text: string, factor: number, minWindowS: number): RuleGroups {
   // Thresholds in the expressions, by alert: [as written, in the fast copy]. A test must reach each
@@ -47,9 +47,10 @@ export function fastRules(text: string, factor: number, minWindowS: number): Rul
   };
   const rules = parse(text) as RuleGroups;
   for (const rule of rules.groups.flatMap((g) => g.rules)) {
-    rule.expr = rule.expr.replace(/\[(\w+)\]/g, (_, range: string) => {
-      return `[${duration(Math.max(durationSeconds(range) / factor, minWindowS))}]`;
-    });
+    rule.expr = rule.expr.replace(
+      /\[(\w+)\]/g,
+      (_, range: string) => `[${duration(Math.max(durationSeconds(range) / factor, minWindowS))}]`,
+    );
     if (rule.for !== undefined) rule.for = duration(durationSeconds(rule.for) / factor);
     const threshold = rule.alert === undefined ? undefined : thresholds[rule.alert];
     if (threshold === undefined) continue;

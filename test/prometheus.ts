@@ -10,6 +10,8 @@ import { waitFor } from "./poll.js";
 // and TSDB under the test's directory, and the few HTTP API calls a test asks it.
 
 export const PROMETHEUS = "/usr/bin/prometheus";
+/** Its rules checker, from the same Debian package. */
+export const PROMTOOL = "/usr/bin/promtool";
 
 export type Alert = {
   labels: Record<string, string>;
