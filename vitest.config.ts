@@ -27,6 +27,7 @@ const UNIT = [
   "lib/db/timestamp.test.ts",
   "lib/ids.test.ts",
   "lib/member-role.test.ts",
+  "lib/metrics.test.ts",
   "lib/page/keyset.test.ts",
   "lib/page/page.test.ts",
   "lib/rpc/binary-decoder.test.ts",

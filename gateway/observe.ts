@@ -28,16 +28,22 @@ export function startRequestSpan(req: FastifyRequest, _reply: FastifyReply, done
   done();
 }
 
-/** Once the response has gone: the span ends, the request metric and the access log line. */
+/**
+ * The kubelet's probes: not requests of the API. Counted, a not-ready gateway's 503s would burn the
+ * availability objective and healthy probes would pad the total it is a ratio of.
+ */
+const PROBES: ReadonlySet<string> = new Set(["/healthz", "/readyz"]);
+
+/** Once the response has gone: the span ends, the request metric (probes aside) and the access log line. */
 export async function recordResponse(req: FastifyRequest, reply: FastifyReply): Promise<void> {
   req.endSpan?.(
     { "http.response.status_code": reply.statusCode },
     reply.statusCode >= 500 ? String(reply.statusCode) : undefined,
   );
-  httpRequests.observe(
-    { route: routeLabel(req), method: req.method, status: String(reply.statusCode) },
-    reply.elapsedTime / 1000,
-  );
+  const route = routeLabel(req);
+  if (!PROBES.has(route)) {
+    httpRequests.observe({ route, method: req.method, status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+  }
   accessLog.info(
     {
       method: req.method,

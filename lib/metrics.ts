@@ -3,20 +3,18 @@ import { outboxBacklog } from "./bus/outbox.js";
 import type { Db, Queryable } from "./db/types.js";
 import { logger } from "./log.js";
 
-// The process's metrics (Prometheus text format, served at GET /metrics on every internal port by
-// lib/rpc/server.ts). One registry per process: in the embedded mode the four services and the
-// gateway share it, and labels tell them apart. No label ever holds a tenant id or another
-// unbounded value: routes are patterns, RPCs are method names, outcomes are a closed set.
+// One registry per process (shared in the embedded mode; labels tell services apart). No label ever
+// holds a tenant id or another unbounded value.
 
 const log = logger("lib:metrics");
 
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
 
-/** Latency buckets for requests and calls, in seconds: 1 ms to 10 s. */
+/** Seconds. */
 const LATENCY = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
-/** Public HTTP requests of the gateway; `route` is the route table's pattern, or "unmatched". */
+/** `route` is the route table's pattern, or "unmatched". */
 export const httpRequests = new Histogram({
   name: "replay_http_request_duration_seconds",
   help: "Public HTTP requests by route pattern, method and status, and their latency.",
@@ -25,7 +23,6 @@ export const httpRequests = new Histogram({
   registers: [registry],
 });
 
-/** RPCs served, by service, method and Connect code ("ok" for success). */
 export const rpcCalls = new Histogram({
   name: "replay_rpc_server_duration_seconds",
   help: "RPCs served by service, method and code, and their latency.",
@@ -34,10 +31,7 @@ export const rpcCalls = new Histogram({
   registers: [registry],
 });
 
-/**
- * Lookups a process made of what another owns (lib/rpc/peers.ts), by owner, method and Connect
- * code: "unavailable" or "deadline_exceeded" here is a 503 a caller got.
- */
+/** Lookups of what another process owns (lib/rpc/peers.ts); "unavailable" here is a 503 a caller got. */
 export const peerCalls = new Histogram({
   name: "replay_rpc_peer_duration_seconds",
   help: "Lookups made of another process, by owner, method and code, and their latency.",
@@ -46,7 +40,7 @@ export const peerCalls = new Histogram({
   registers: [registry],
 });
 
-/** Requests refused by the per-tenant rate limit, by route pattern (never by tenant). */
+/** By route pattern, never by tenant. */
 export const rateLimitRefusals = new Counter({
   name: "replay_rate_limit_refusals_total",
   help: "Requests refused by the per-tenant rate limit, by route pattern.",
@@ -54,7 +48,6 @@ export const rateLimitRefusals = new Counter({
   registers: [registry],
 });
 
-/** Messages the bus handed a durable consumer again (a handler failed, an ack was lost, a replica died). */
 export const consumerRedeliveries = new Counter({
   name: "replay_consumer_redeliveries_total",
   help: "Events a durable consumer was handed again after a failure or a lost ack.",
@@ -66,7 +59,6 @@ export const consumerRedeliveries = new Counter({
 const outboxes = new Map<string, Queryable>();
 const pools = new Set<{ schema: string; stats: () => PoolStats }>();
 
-/** A Postgres pool's clients: in use, idle, and callers waiting for one. */
 export type PoolStats = { total: number; idle: number; waiting: number };
 
 const poolTotals = () => {
@@ -112,12 +104,11 @@ const retentionOverdue = scrapedGauge({
   labelNames: ["table"] as const,
 });
 
-/** Reports a table's retention lag (its oldest row past the window, in seconds) while the returned function has not been called. */
+/** Until the returned function is called. */
 export function watchRetention(table: string, overdueSeconds: () => Promise<number>): () => void {
   return retentionOverdue.watch(async () => [[{ table }, await overdueSeconds()]]);
 }
 
-/** Reports a pool's clients while the returned function has not been called. */
 export function watchPool(schema: string, stats: () => PoolStats): () => void {
   const entry = { schema, stats };
   pools.add(entry);
@@ -127,15 +118,14 @@ export function watchPool(schema: string, stats: () => PoolStats): () => void {
 }
 const consumers = new Map<string, () => Promise<number>>();
 
-// One query per schema feeds both outbox families. The registry collects every family at once, so
-// the two share the read in flight instead of each running its own.
+// The registry collects every family at once, so both outbox families share one read in flight.
 let outboxRead: Promise<Map<string, { backlog: number; age: number }>> | undefined;
 function readOutboxes(): Promise<Map<string, { backlog: number; age: number }>> {
   outboxRead ??= (async () => {
     const values = new Map<string, { backlog: number; age: number }>();
     await Promise.all(
       [...outboxes].map(async ([schema, db]) => {
-        const backlog = await readOrLog(`outbox ${schema}`, () => outboxBacklog(db, schema));
+        const backlog = await readOrLog(`outbox ${schema}`, () => outboxBacklog(db, schema), db);
         if (backlog) values.set(schema, backlog);
       }),
     );
@@ -176,21 +166,14 @@ new Gauge({
     this.reset();
     await Promise.all(
       [...consumers].map(async ([durable, lag]) => {
-        try {
-          this.set({ durable }, await lag());
-        } catch (err) {
-          log.warn({ err, durable }, "reading a consumer's lag for /metrics failed");
-        }
+        const pending = await readOrLog(`consumer ${durable}`, lag);
+        if (pending !== undefined) this.set({ durable }, pending);
       }),
     );
   },
 });
 
-/**
- * A gauge read at each scrape from what its watchers were given (a service's own value, such as the
- * webhooks queue depth, or one per table or schema), each while the function `watch` returned has
- * not been called. lib/ knows no service's tables: the reading is the watcher's.
- */
+/** Read at each scrape from its watchers' readers, until `watch`'s returned function is called. */
 export function scrapedGauge<L extends string>(spec: {
   name: string;
   help: string;
@@ -216,28 +199,49 @@ export function scrapedGauge<L extends string>(spec: {
   };
 }
 
-async function readOrLog<T>(what: string, read: () => Promise<T>): Promise<T | undefined> {
+/**
+ * How long a scrape waits for one read: a read stuck behind an exhausted pool or a NATS outage
+ * leaves its series out rather than the whole scrape timing out, which would hide every other
+ * series (replay_db_pool_waiting among them) just when they matter.
+ */
+export const SCRAPE_READ_DEADLINE_MS = 2_000;
+const LATE = Symbol("late");
+/** Reads still running after their scrape gave up on them, by reader: the next scrape joins one instead of adding another. */
+const reading = new Map<object, Promise<unknown>>();
+
+async function readOrLog<T>(what: string, read: () => Promise<T>, key: object = read): Promise<T | undefined> {
+  let running = reading.get(key) as Promise<T> | undefined;
+  if (!running) {
+    running = read().finally(() => reading.delete(key));
+    reading.set(key, running);
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<typeof LATE>((resolve) => {
+    timer = setTimeout(() => resolve(LATE), SCRAPE_READ_DEADLINE_MS);
+  });
   try {
-    return await read();
+    const value = await Promise.race([running, late]);
+    if (value === LATE)
+      log.warn({ what, deadlineMs: SCRAPE_READ_DEADLINE_MS }, "a metric's read is late; left out of this scrape");
+    return value === LATE ? undefined : value;
   } catch (err) {
     log.warn({ err, what }, "reading a metric for /metrics failed");
     return undefined;
+  } finally {
+    clearTimeout(timer);
   }
 }
 
-/** Reports this schema's outbox backlog while the returned function has not been called. */
 export function watchOutbox(db: Db): () => void {
   outboxes.set(db.schema, db);
   return () => outboxes.delete(db.schema);
 }
 
-/** Reports a durable consumer's lag, read by `lag`, while the returned function has not been called. */
 export function watchConsumer(durable: string, lag: () => Promise<number>): () => void {
   consumers.set(durable, lag);
   return () => consumers.delete(durable);
 }
 
-/** The exposition: every family in the Prometheus text format. */
 export async function metricsText(): Promise<{ contentType: string; body: string }> {
   return { contentType: registry.contentType, body: await registry.metrics() };
 }

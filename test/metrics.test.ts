@@ -57,6 +57,13 @@ describe.each(sharedSystems())("metrics ($mode mode)", (sys) => {
     ).toBeDefined();
   });
 
+  it("leaves the kubelet's probes out of the request metric (they are not API requests)", async () => {
+    for (const path of ["/healthz", "/readyz"]) expect((await send(sys.baseUrl, "GET", path)).status).toBe(200);
+    const text = await scrape(sys.internalUrl);
+    for (const route of ["/healthz", "/readyz"])
+      expect(metricValue(text, "replay_http_request_duration_seconds_count", { route }) ?? 0, route).toBe(0);
+  });
+
   it("counts HTTP requests by route pattern, RPCs by method and code, and rate-limit refusals", async () => {
     const t = await provisionTenant(sys, { rateLimitRps: 1, rateLimitBurst: 2 });
     const http = { route: "/v1/api/servers/:id", method: "PATCH", status: "404" };
