@@ -1,19 +1,12 @@
 import { readFileSync } from "node:fs";
 import { defaultTemplateDir } from "./db/embedded-template.js";
-/**
- * The process configuration, parsed once from the environment (spec/operations.md). This is the
- * only module that reads process.env; loadConfig is pure so that tests call it with a literal.
- */
+/** The only reader of process.env (spec/operations.md); loadConfig is pure so tests pass a literal. */
 export const processNames = ["gateway", "markers", "servers", "replays", "webhooks"] as const;
 export type ProcessName = (typeof processNames)[number];
 export type ServiceName = Exclude<ProcessName, "gateway">;
 export const serviceNames: readonly ServiceName[] = ["markers", "servers", "replays", "webhooks"];
 
-/**
- * Each service's own port: its process's PORT when unset (distributed mode), and where the embedded
- * mode's services listen on loopback unless MARKERS_PORT, SERVERS_PORT, REPLAYS_PORT or
- * WEBHOOKS_PORT says otherwise, so that a gRPC client finds them without reading log lines.
- */
+/** Fixed defaults (a service process's PORT, the embedded services' `<NAME>_PORT`): clients need no log lines. */
 export const defaultServicePorts: Record<ServiceName, number> = {
   markers: 9091,
   servers: 9092,
@@ -24,14 +17,7 @@ export const defaultServicePorts: Record<ServiceName, number> = {
 export type Config = Readonly<{
   /** Embedded: one process, embedded Postgres. Distributed: DATABASE_URL is set. */
   mode: "embedded" | "distributed";
-  /**
-   * `host` is where the gateway's public port listens (HOST); `internalHost` where the internal admin
-   * API and the services listen (INTERNAL_HOST). Both are loopback unless widened on purpose.
-   */
-  /**
-   * `servicePorts`: where the embedded mode's four services listen on loopback (`<NAME>_PORT`,
-   * 0 = any free port); a service process on its own listens on `port` instead.
-   */
+  /** `host`: the public port; `internalHost`: the admin API and the services; both loopback by default. */
   http: Readonly<{
     port: number | undefined;
     internalPort: number;
@@ -40,24 +26,14 @@ export type Config = Readonly<{
     servicePorts: Readonly<Record<ServiceName, number>>;
   }>;
   /**
-   * `template` is the embedded mode's initdb template cache (EMBEDDED_TEMPLATE_DIR, by default
-   * inside this package; undefined when set to `off`), which a new DATA_DIR is copied from.
-   */
-  /**
-   * `ca` (DATABASE_CA_FILE's PEM): Postgres is reached over TLS and its certificate checked against
-   * this CA, host name included (CloudNativePG signs its servers' with its own CA).
+   * `template`: the initdb template a new DATA_DIR is copied from (`off`: undefined). `ca`: with it, Postgres's
+   * certificate and host name are checked against this CA (CloudNativePG signs with its own).
    */
   db: Readonly<{ url: string | undefined; ca: string | undefined; dataDir: string; template: string | undefined }>;
-  /**
-   * `namespace` isolates several deployments (test systems) sharing one NATS server;
-   * `streamReplicas` (NATS_STREAM_REPLICAS) is how many servers of a JetStream cluster keep each stream.
-   */
+  /** `namespace` isolates deployments (test systems) sharing one NATS server. */
   bus: Readonly<{ natsUrl: string | undefined; namespace: string | undefined; streamReplicas: number }>;
   serviceUrls: Readonly<Record<ServiceName, string>>;
-  /**
-   * `internalUrl` (GATEWAY_INTERNAL_URL): where the services reach the gateway's internal port for
-   * the lookups of what it owns (tenants' plans).
-   */
+  /** `internalUrl`: where services look up what the gateway owns (tenants' plans). */
   gateway: Readonly<{ replicas: number; internalUrl: string }>;
   /** How long events stay replayable (streams' max age, published outbox rows) and consumers remember them. */
   events: Readonly<{ retentionMs: number; inboxRetentionMs: number }>;
@@ -74,13 +50,9 @@ export type Config = Readonly<{
   }>;
   /** Where blobs (replay archives) live: `file:///dir` or `s3://bucket?…`; unset: DATA_DIR/blobs. */
   blob: Readonly<{ url: string | undefined }>;
-  /** The page token key (PAGE_TOKEN_KEY, or a file as Kubernetes mounts secrets); unset: one generated into DATA_DIR. */
+  /** Unset: one generated into DATA_DIR. */
   pages: Readonly<{ tokenKey: string | undefined; tokenKeyFile: string | undefined }>;
-  /**
-   * The key that encrypts webhook and signing secrets at rest (SECRETS_KEY or SECRETS_KEY_FILE;
-   * embedded: generated into DATA_DIR; required of the gateway and webhooks processes), and the one
-   * being rotated out (SECRETS_KEY_PREVIOUS or its _FILE), which still opens, never seals.
-   */
+  /** The key sealing secrets at rest, and the one being rotated out, which still opens but never seals. */
   secrets: Readonly<{
     key: string | undefined;
     keyFile: string | undefined;
@@ -88,25 +60,18 @@ export type Config = Readonly<{
     previousKeyFile: string | undefined;
   }>;
   /**
-   * The internal network's shared secret (INTERNAL_TOKEN, or INTERNAL_TOKEN_FILE as Kubernetes
-   * mounts secrets). When set, the admin API and the services refuse calls without it and the
-   * gateway sends it; it must be set when they listen beyond loopback. `acceptedTokens` is that
-   * token and, while it is rotated, INTERNAL_TOKEN_ACCEPTED (or _FILE): a token also let in but
-   * never sent, so that every process can take the new one before any sends it.
+   * The internal hop's shared secret, required beyond loopback. `acceptedTokens` adds, during a rotation, one
+   * let in but never sent, so every process takes the new token before any sends it.
    */
   internal: Readonly<{ token: string | undefined; acceptedTokens: readonly string[] }>;
   log: Readonly<{ level: string }>;
-  /**
-   * OpenTelemetry span export (lib/otel.ts), on only when an OTLP endpoint is set: `otlpUrl` is
-   * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, or OTEL_EXPORTER_OTLP_ENDPOINT + `/v1/traces`
-   * (OTLP/HTTP JSON); `headers` from OTEL_EXPORTER_OTLP_HEADERS (`k=v,k2=v2`, as a hosted collector
-   * wants its key); `batchDelayMs` from OTEL_BSP_SCHEDULE_DELAY.
-   */
+  /** METRICS_READ_DEADLINE_MS: how long a scrape waits for one read (lib/metrics.ts); below the scrape timeout. */
+  metrics: Readonly<{ readDeadlineMs: number }>;
+  /** Span export (lib/otel.ts), on only when an OTLP endpoint is set. */
   otel: Readonly<{ otlpUrl: string | undefined; headers: Readonly<Record<string, string>>; batchDelayMs: number }>;
   /**
-   * Started by an npm script (npm sets npm_lifecycle_event): stop, as on SIGTERM, once the parent is
-   * gone. npm runs scripts through `sh -c`, and dash neither execs the command nor passes on the
-   * SIGTERM that npm forwards, so stopping npm by its pid would otherwise leave this process running.
+   * Under an npm script, stop when the parent is gone: npm runs scripts through `sh -c`, and dash does not
+   * pass on npm's SIGTERM, so stopping npm would otherwise leave this process running.
    */
   lifecycle: Readonly<{ stopWithParent: boolean }>;
 }>;
@@ -365,6 +330,7 @@ export function loadConfig(
       acceptedTokens: [internalToken, alsoAccepted].filter((token): token is string => token !== undefined),
     },
     log: { level },
+    metrics: { readDeadlineMs: integer("METRICS_READ_DEADLINE_MS", 2_000, 10, 60_000) },
     otel: {
       otlpUrl,
       headers: otlpHeaders ?? {},
@@ -390,7 +356,6 @@ export function servicePortVariable(service: ServiceName): string {
 
 const MIN_SECRET_LENGTH = 32;
 
-/** The PEM certificates of the file NAME names, if set; a file that holds none is a problem. */
 function certificates(
   name: string,
   value: (name: string) => string | undefined,
@@ -407,10 +372,7 @@ function certificates(
   return pem;
 }
 
-/**
- * A secret from NAME or from the file NAME_FILE (trailing newline dropped), never both: at least
- * 32 visible ASCII characters, so that it fits a header and is not guessable (`openssl rand -hex 32`).
- */
+/** From NAME or the file NAME_FILE, never both; visible ASCII so it fits a header, 32+ so it is not guessable. */
 function secret(
   name: string,
   value: (name: string) => string | undefined,
@@ -435,7 +397,6 @@ function secret(
   return text;
 }
 
-/** The text of the file `variable` names, or undefined with the problem of a file that cannot be read. */
 function fileNamedBy(
   variable: string,
   path: string,

@@ -5,13 +5,8 @@ import { fileURLToPath } from "node:url";
 import { type Config, ConfigError, type ProcessName } from "./config.js";
 
 /**
- * What a service process would keep under DATA_DIR because a variable is unset, checked before it
- * starts: on a read-only root filesystem (a container as the manifests run it) DATA_DIR cannot be
- * created, and the first write would end the start in a stack trace instead of naming the variable.
- * - replays and webhooks without PAGE_TOKEN_KEY (or _FILE) keep a generated key in DATA_DIR;
- * - replays keeps replay archives at BLOB_URL, by default DATA_DIR/blobs: either must be writable.
- * The embedded mode (no process name) keeps its database in DATA_DIR and is not checked here.
- * Throws a ConfigError with one line per problem, as loadConfig does.
+ * What a service process would keep under DATA_DIR for want of a variable, checked before it starts: on a
+ * read-only root filesystem the first write would end the start in a stack trace, not name the variable.
  */
 export async function checkWritableDirs(config: Config, name: ProcessName | undefined): Promise<void> {
   const problems: string[] = [];
@@ -41,7 +36,7 @@ export async function checkWritableDirs(config: Config, name: ProcessName | unde
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
 }
 
-/** Why `dir` cannot be written ("cannot be created (EROFS)"), made if missing; undefined when it can. */
+/** Made if missing; undefined when it can be written. */
 async function unwritable(dir: string): Promise<string | undefined> {
   try {
     await mkdir(resolve(dir), { recursive: true });

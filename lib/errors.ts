@@ -1,10 +1,6 @@
 import { Code } from "@connectrpc/connect";
 
-/**
- * The contract's error codes (spec/replay-api.md §Errors, decisions.md), each with its HTTP status
- * and Connect code. This table is the only place statuses are chosen: services map a DomainError
- * to a ConnectError with it, and the gateway maps the ConnectError back to problem+json with it.
- */
+/** The contract's codes (spec/replay-api.md §Errors): the only place statuses are chosen, both ways. */
 export const errorCodes = {
   INVALID_BODY: { status: 400, rpc: Code.InvalidArgument },
   INVALID_TARGET: { status: 400, rpc: Code.InvalidArgument },
@@ -71,14 +67,10 @@ export function isErrorCode(code: string): code is ErrorCode {
   return Object.hasOwn(errorCodes, code);
 }
 
-/** One invalid field of a validation failure, rendered into problem+json `errors[]`. */
+/** Rendered into problem+json `errors[]`. */
 export type FieldViolation = { field: string; code: ErrorCode; detail: string };
 
-/**
- * A failure the contract names. Domain code throws it; the RPC error interceptor and the gateway
- * render it with the status and Connect code of `errorCodes`. Anything that is not a DomainError
- * is a fault and becomes INTERNAL_ERROR with no detail leaked.
- */
+/** A failure the contract names; anything else thrown is a fault, INTERNAL_ERROR with no detail leaked. */
 export class DomainError extends Error {
   override name = "DomainError";
   constructor(

@@ -10,10 +10,7 @@ const redact = [
   "secret",
 ];
 
-/**
- * JSON lines on stdout, one object per line, for log collectors; a person at a terminal gets
- * pino-pretty instead (loaded only then, so no process pays for it otherwise).
- */
+/** JSON lines for collectors; a terminal gets pino-pretty, loaded only then. */
 function destination(): DestinationStream | undefined {
   if (!process.stdout.isTTY) return undefined;
   const pretty = createRequire(import.meta.url)("pino-pretty") as (options: object) => DestinationStream;
@@ -23,7 +20,7 @@ function destination(): DestinationStream | undefined {
 const root: Logger = pino({ level: "info", redact, base: undefined }, destination());
 const children = new Set<Logger>();
 
-/** Sets the level of the root and every module logger; start.ts calls it once from config. */
+/** start.ts calls it once from config. */
 export function configureLogging(level: string): void {
   root.level = level;
   for (const child of children) child.level = level;

@@ -200,11 +200,17 @@ export function scrapedGauge<L extends string>(spec: {
 }
 
 /**
- * How long a scrape waits for one read: a read stuck behind an exhausted pool or a NATS outage
- * leaves its series out rather than the whole scrape timing out, which would hide every other
- * series (replay_db_pool_waiting among them) just when they matter.
+ * How long a scrape waits for one read by default (METRICS_READ_DEADLINE_MS): a read stuck behind an
+ * exhausted pool or a NATS outage leaves its series out rather than the whole scrape timing out,
+ * which would hide every other series (replay_db_pool_waiting among them) just when they matter.
  */
 export const SCRAPE_READ_DEADLINE_MS = 2_000;
+let readDeadlineMs = SCRAPE_READ_DEADLINE_MS;
+
+/** The process's settings (lib/config.ts), once at start. */
+export function configureMetrics(settings: { readDeadlineMs: number }): void {
+  readDeadlineMs = settings.readDeadlineMs;
+}
 const LATE = Symbol("late");
 /** Reads still running after their scrape gave up on them, by reader: the next scrape joins one instead of adding another. */
 const reading = new Map<object, Promise<unknown>>();
@@ -217,12 +223,12 @@ async function readOrLog<T>(what: string, read: () => Promise<T>, key: object = 
   }
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<typeof LATE>((resolve) => {
-    timer = setTimeout(() => resolve(LATE), SCRAPE_READ_DEADLINE_MS);
+    timer = setTimeout(() => resolve(LATE), readDeadlineMs);
   });
   try {
     const value = await Promise.race([running, late]);
     if (value === LATE)
-      log.warn({ what, deadlineMs: SCRAPE_READ_DEADLINE_MS }, "a metric's read is late; left out of this scrape");
+      log.warn({ what, deadlineMs: readDeadlineMs }, "a metric's read is late; left out of this scrape");
     return value === LATE ? undefined : value;
   } catch (err) {
     log.warn({ err, what }, "reading a metric for /metrics failed");

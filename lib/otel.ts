@@ -8,11 +8,8 @@ const log = logger("lib:otel");
 export type OtelExport = { stop(): Promise<void> };
 
 /**
- * Exports every hop (lib/trace.ts) as an OpenTelemetry span over OTLP/HTTP, batched, when
- * OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) is set; otherwise does nothing and loads no
- * OpenTelemetry module, so a process without a collector pays nothing for it. The SDK's tracer
- * makes the ids, honours the caller's sampled flag (parent-based, new traces always sampled) and
- * times each span; our trace context stays what every log line and RPC carries.
+ * Without an OTLP endpoint it does nothing and loads no OpenTelemetry module, so a process without a
+ * collector pays nothing. Sampling is parent-based; new traces are always sampled.
  */
 export async function startOtelExport(config: Config["otel"], serviceName: string): Promise<OtelExport | undefined> {
   if (config.otlpUrl === undefined) return undefined;

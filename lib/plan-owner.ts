@@ -1,7 +1,7 @@
 import type { Client } from "@connectrpc/connect";
 import type { TenantLookupService } from "../gen/replay/identity/v1/lookup_pb.js";
 
-/** A tenant's plan as its owner, the gateway, knows it now: the fields identity.tenant.upserted carries. */
+/** The fields identity.tenant.upserted carries. */
 export type OwnedPlan = {
   serverLimit: bigint;
   storageQuotaBytes: bigint;
@@ -10,14 +10,10 @@ export type OwnedPlan = {
   hotDays: number;
 };
 
-/** Looks a tenant's plan up at the gateway; undefined for a tenant it does not have. */
+/** Undefined for a tenant the gateway does not have. */
 export type LookupPlan = (tenantId: string, signal?: AbortSignal) => Promise<OwnedPlan | undefined>;
 
-/**
- * The gateway's answer for a tenant's plan (TenantLookupService on its internal port), for a
- * service whose projection of plans has not heard of the tenant yet (the client comes from
- * lib/rpc/peers.ts: its deadline, and SERVICE_UNAVAILABLE when it fails).
- */
+/** For a service whose projection of plans has not heard of the tenant yet. */
 export function planOwner(client: Client<typeof TenantLookupService>): LookupPlan {
   return async (tenantId, signal) => {
     const answer = await client.lookupTenantPlan({ tenantId }, { signal });

@@ -1,10 +1,9 @@
 import { createServer, type Server } from "node:net";
 import { type Config, type ProcessName, serviceNames, servicePortVariable } from "./config.js";
 
-/** A fixed port the process will listen on, with the variables that set it (named in messages). */
 export type Listener = { port: number; host: string; portVariable: string; hostVariable: string };
 
-/** A port the process cannot listen on; its message is one line naming the port and the variable that sets it. */
+/** One line naming the port and the variable that sets it. */
 export class PortError extends Error {
   override name = "PortError";
 }
@@ -12,11 +11,7 @@ export class PortError extends Error {
 /** Where the embedded mode's services listen: loopback, whatever INTERNAL_HOST says. */
 export const EMBEDDED_SERVICE_HOST = "127.0.0.1";
 
-/**
- * The fixed ports a process will listen on: the gateway's public and internal ports (all-in-one or
- * gateway alone) and, all-in-one, the four services' (MARKERS_PORT, ...); or a service's own port.
- * Ports chosen by the OS (0) are left out.
- */
+/** Ports chosen by the OS (0) are left out. */
 export function plannedListeners(config: Config, processName: ProcessName | undefined): Listener[] {
   const { http } = config;
   const listeners: Listener[] =
@@ -43,11 +38,8 @@ export function plannedListeners(config: Config, processName: ProcessName | unde
 }
 
 /**
- * Fails with a PortError unless every listener's port can be bound now: checked before anything
- * slow or stateful (the embedded database) starts, so a busy port costs milliseconds and leaves
- * nothing behind. All are held at once, so two variables naming one port are caught too; then all
- * are released for the real servers (a port taken in between still fails their listen, which
- * asPortError words the same way).
+ * Before anything slow or stateful starts, so a busy port costs milliseconds and leaves nothing behind. All
+ * are held at once, so two variables naming one port are caught too.
  */
 export async function checkPortsFree(listeners: readonly Listener[]): Promise<void> {
   const held: Server[] = [];
@@ -66,7 +58,7 @@ function bind(listener: Listener): Promise<Server> {
   });
 }
 
-/** A listen error (EADDRINUSE and the like) on one of `listeners`' ports, as a PortError; undefined for anything else. */
+/** Undefined for anything but a listen error on one of `listeners`' ports. */
 export function asPortError(err: unknown, listeners: readonly Listener[]): PortError | undefined {
   if (typeof err !== "object" || err === null) return undefined;
   const { code, port } = err as NodeJS.ErrnoException & { port?: number };

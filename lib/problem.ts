@@ -26,11 +26,7 @@ const titles: Record<number, string> = {
   503: "Service Unavailable",
 };
 
-/**
- * A contract code as the RFC 9457 problem object of decisions.md §1: the status from the one error
- * table, its RFC 9110 title, the detail, and field violations as `errors`. The gateway answers with
- * it and replayctl prints it, so an operator and a client see the same shape.
- */
+/** The gateway answers with it and replayctl prints it, so an operator and a client see the same shape. */
 export function problem(code: ErrorCode, detail: string, violations: readonly FieldViolation[] = []): Problem {
   const status = errorCodes[code].status;
   const body: Problem = { type: "about:blank", title: titles[status] ?? "Error", status, code, detail };

@@ -17,31 +17,25 @@ import { createRpcServer } from "./rpc/server.js";
 import { whenReachable } from "./startup-wait.js";
 import { DRAIN_MS, startWorker, type WorkerSpec } from "./worker/worker.js";
 
-/** A started process part: its RPC address, and how to stop it (drain, then release). */
 /**
- * A started part of a process. `close` drains it by `deadline` (Date.now() milliseconds; DRAIN_MS
- * from the call when absent): the parts of one process share one deadline, so the whole stop takes
- * operations.md's "up to 10 s", not 10 s per part and step.
+ * `close` drains by `deadline` (epoch ms; DRAIN_MS from now when absent): a process's parts share one
+ * deadline, so the whole stop takes operations.md's "up to 10 s", not 10 s per part.
  */
 export type Running = { url: string; close(deadline?: number): Promise<void> };
 
-/** The milliseconds left until `deadline`, never negative. */
 export function msUntil(deadline: number): number {
   return Math.max(0, deadline - Date.now());
 }
 
-/** What a service is built from: its schema's database, the bus, the blob store, the configuration and the clock. */
 export type ServiceDeps = {
   db: Db;
   bus: Bus;
   blobs: BlobStore;
   config: Config;
   now: () => Date;
-  /** Clients of the other services, for lookups of what they own. */
   peers: Peers;
 };
 
-/** What a service is made of: its RPC services, its consumers of others' events, its background workers. */
 export type ServiceParts = {
   routes(router: ConnectRouter): void;
   consumers?: readonly Consumer[];
@@ -49,26 +43,21 @@ export type ServiceParts = {
 };
 
 export type ServiceSpec = {
-  /** The service's name, which is also its schema. */
+  /** Also its schema. */
   name: string;
-  /** Its migrations folder (see sourceFolder); absent while the schema holds only the outbox. */
+  /** Absent while the schema holds only the outbox. */
   migrationsDir?: string;
   setup(deps: ServiceDeps): ServiceParts | Promise<ServiceParts>;
 };
 
-/** Everything a schema is migrated with: the platform's outbox and inbox first, then its own folder. */
+/** The platform's outbox and inbox first, then the owner's folder. */
 export async function schemaMigrations(schema: string, migrationsDir?: string): Promise<Migration[]> {
   return [...outboxMigrations(schema), ...(migrationsDir ? await readMigrations(migrationsDir) : [])];
 }
 
-/** A schema opened for a process part: its pool, migrated, with its outbox relay and event retention running. */
 export type OpenSchema = { db: Db; stop(graceMs?: number): Promise<void> };
 
-/**
- * What every owner of a schema runs, a service or the gateway: the migrations (the outbox and inbox
- * first), the outbox relay and the event retention worker. `stop` stops the relay and the worker;
- * the pool is the caller's to close, after whatever else still uses it.
- */
+/** Migrations, outbox relay and event retention. The pool is the caller's to close, after all else using it. */
 export async function openSchema(
   name: string,
   migrations: readonly Migration[],
@@ -94,11 +83,8 @@ export async function openSchema(
 }
 
 /**
- * Starts one service the same way in both run modes: its schema's migrations (the outbox and
- * inbox first), the outbox relay and the event retention worker, its consumers and workers, then
- * the RPC server with grpc.health.v1 on config.http. Stopping reverses it, all by one deadline: stop
- * accepting and drain RPCs, stop consumers and workers (a round still running when the deadline
- * comes is aborted), then the relay, then the pool.
+ * The same in both run modes. Stopping reverses the start by one deadline: RPCs drain, then consumers and
+ * workers (a round running at the deadline is aborted), then the relay, then the pool.
  */
 export async function startService(spec: ServiceSpec, config: Config, platform: Platform): Promise<Running> {
   const schema = await openSchema(spec.name, await schemaMigrations(spec.name, spec.migrationsDir), config, platform);

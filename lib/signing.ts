@@ -36,11 +36,7 @@ export type SignedRequest = {
   sig: string;
 };
 
-/**
- * Percent-encodes text per RFC 3986: everything except the unreserved set A-Z a-z 0-9 - . _ ~ is
- * encoded as UTF-8 bytes with upper-case hex. Throws URIError on a lone surrogate, which has no
- * UTF-8 form.
- */
+/** Everything but RFC 3986's unreserved set, as UTF-8 in upper-case hex; URIError on a lone surrogate. */
 export function rfc3986Encode(text: string): string {
   // encodeURIComponent leaves ! ' ( ) * alone, but RFC 3986 counts them as reserved.
   return encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
@@ -51,11 +47,8 @@ function compareCodeUnits(a: string, b: string): number {
 }
 
 /**
- * The canonical query line from the query as sent (with or without its leading "?"): pairs split
- * on "&", each side percent-decoded ("+" stays a plus) and re-encoded per RFC 3986, sorted by name
- * then value, joined by "&". Empty when there is no query. Returns undefined when a part cannot be
- * decoded (a malformed escape or bytes that are not UTF-8), because such a query cannot have been
- * signed; the gateway answers INVALID_SIGNATURE.
+ * Each side percent-decoded ("+" stays a plus), re-encoded per RFC 3986, sorted by name then value.
+ * Undefined when a part does not decode: such a query cannot have been signed (INVALID_SIGNATURE).
  */
 export function canonicalQuery(rawQuery: string): string | undefined {
   const query = rawQuery.startsWith("?") ? rawQuery.slice(1) : rawQuery;
@@ -102,10 +95,7 @@ export function hmacSha256Hex(secret: string, text: string): string {
   return createHmac("sha256", Buffer.from(secret, "utf8")).update(text, "utf8").digest("hex");
 }
 
-/**
- * Signs one request and returns the Authorization header value with the ts, nonce and sig that
- * went into it. ts defaults to now (unix ms) and nonce to 24 random base64url characters.
- */
+/** ts defaults to now (unix ms), nonce to 24 random base64url characters. */
 export function signRequest(input: SignRequestInput): SignedRequest {
   const ts = input.ts ?? Date.now();
   // 18 bytes are exactly 24 base64url characters, inside the contract's 16 to 64.

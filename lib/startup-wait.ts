@@ -3,19 +3,12 @@ import { logger } from "./log.js";
 const log = logger("lib:startup");
 
 /**
- * How long a starting process waits for Postgres or NATS to answer before it gives up: a
- * dependency restarting or failing over (a NATS pod rescheduled, a Postgres switchover) takes
- * seconds, and a process that exited at once would only crash-loop meanwhile. Half the services'
- * startupProbe (2 s x 60), so a dependency that never comes is still one clear line, not a probe's
- * kill.
+ * A dependency failing over takes seconds, and exiting at once would only crash-loop. Half the startupProbe
+ * (2 s x 60), so a dependency that never comes is one clear line, not a probe's kill.
  */
 export const STARTUP_WAIT_MS = 60_000;
 
-/**
- * Runs a start-up step that needs a dependency (`what`), again while it fails as `unreachable`
- * says, with a growing pause (0.25 s to 2 s), until `waitMs` has passed; then its last error goes
- * on. Any other failure (a wrong password, a bad migration) goes on at once.
- */
+/** Retried only while `unreachable` says so; any other failure (a wrong password) goes on at once. */
 export async function whenReachable<T>(
   what: string,
   step: () => Promise<T>,

@@ -8,11 +8,8 @@ const TWO_DIGITS = Array.from({ length: 100 }, (_, i) => String(i).padStart(2, "
 const THREE_DIGITS = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, "0"));
 
 /**
- * `timestampDate(ts).toISOString()` without the Date: the JSON answers carry two timestamps a
- * row, and the Date plus its formatting was a visible share of the gateway process on a list of
- * servers; this arithmetic costs a fraction of it (docs/performance.md). Same text for every timestamp (the same
- * milliseconds: timestampMs, as timestampDate); outside years 0-9999 (toISOString's six-digit years) and for
- * what a Date cannot hold, timestampDate's own answer or error.
+ * `timestampDate(ts).toISOString()` without the Date (docs/performance.md), the same text for every
+ * timestamp; outside years 0-9999, timestampDate's own answer or error.
  */
 export function timestampIso(ts: Timestamp): string {
   const ms = timestampMs(ts);
@@ -27,10 +24,7 @@ export function timestampIso(ts: Timestamp): string {
   return `${civilDate(days)}T${TWO_DIGITS[hours]}:${TWO_DIGITS[minutes]}:${TWO_DIGITS[seconds]}.${THREE_DIGITS[rest - seconds * 1000]}Z`;
 }
 
-/**
- * `YYYY-MM-DD` of a day counted from 1970-01-01, years 0-9999 (H. Hinnant's civil_from_days: the
- * proleptic Gregorian calendar in 400-year eras starting on March 1st).
- */
+/** H. Hinnant's civil_from_days: 400-year eras starting on March 1st. */
 function civilDate(days: number): string {
   const z = days + 719_468;
   const era = Math.floor(z / 146_097);

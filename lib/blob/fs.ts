@@ -6,11 +6,7 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { assertBlobKey, type BlobBody, type BlobStore } from "./blob.js";
 
-/**
- * Blobs as files under `root`. A put streams into a temporary file beside the others, fsyncs it and
- * renames it into place, so a crash or a failed source stream never leaves a partial object under
- * the key, and a reader holding the old file keeps reading it whole.
- */
+/** Temporary file, fsync, rename: never a partial object under a key, and old readers keep the old file. */
 export function createFsBlobStore(root: string): BlobStore {
   const tmp = join(root, ".tmp");
   const pathOf = (key: string) => join(root, ...assertBlobKey(key).split("/"));

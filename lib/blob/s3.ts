@@ -21,11 +21,7 @@ export type S3BlobOptions = {
   credentials?: S3ClientConfig["credentials"];
 };
 
-/**
- * Blobs as objects of one S3 bucket. Puts stream through a multipart upload (lib-storage), so an
- * archive of unknown length is never held in memory whole, and an upload whose source fails is
- * aborted: S3 shows an object only once it is complete.
- */
+/** Multipart puts: an archive is never held in memory whole, and S3 shows an object only once complete. */
 export function createS3BlobStore(options: S3BlobOptions): BlobStore {
   const client = new S3Client({
     region: options.region ?? "us-east-1",

@@ -14,17 +14,14 @@ const log = logger("lib:bus:consumer");
 /** Applies one decoded event inside the consumer's transaction. */
 export type EventHandler<S extends EventSubject> = (tx: Tx, event: EventOf<S>) => Promise<void>;
 
-/** One event of a group, for a GroupHandler, with the event's own hop of its trace. */
+/** One event of a group, with its own hop of the trace. */
 export type GroupItem = {
   subject: EventSubject;
   event: EventOf<EventSubject>;
   hop: TraceContext | undefined;
 };
 
-/**
- * Applies the new events of a group at once in the group's transaction (one statement for all of
- * them, say); what it does for each event carries that event's hop.
- */
+/** Applies a group's new events at once in its transaction; what it does for each carries that event's hop. */
 export type GroupHandler = (tx: Tx, items: readonly GroupItem[]) => Promise<void>;
 
 /** A service's consumer of other services' events: one durable name, one handler per subject. */
@@ -32,22 +29,15 @@ export type Consumer = {
   durable: string;
   handlers: { [S in EventSubject]?: EventHandler<S> };
   /**
-   * Events of one subject applied at once (SubscribeOptions), those in flight together in one
-   * transaction: only for handlers that commute and touch no shared row that two events could both
-   * lock in different orders.
+   * Events in flight together applied in one transaction: only for handlers that commute and lock no
+   * shared row two events could lock in different orders.
    */
   concurrency?: number;
-  /**
-   * How many such groups' transactions may run at once (default 1): more for handlers whose
-   * statements are the bottleneck and that lock no row another event's could (inserts of rows of
-   * their own), so that one group's statements need not wait for the commit of the one before.
-   */
+  /** Groups' transactions at once (default 1): more only for handlers that lock no row another event's could. */
   groups?: number;
   /**
-   * With `concurrency`: applies a group's new events together, where `handlers` would apply them
-   * one after another in the group's transaction. It must do to each what its handler does (the
-   * handler is what applies an event outside a group): the simplest way is handlers that call it
-   * with one item.
+   * With `concurrency`: applies a group's events together. It must do to each what its handler does (which
+   * applies an event outside a group); simplest: handlers that call it with one item.
    */
   handleGroup?: GroupHandler;
 };
@@ -63,10 +53,7 @@ export type ConsumerDeps = {
 /** Each message's hop, for its handler when it runs in a group's transaction under another's. */
 const hops = new WeakMap<BusMessage, TraceContext>();
 
-/**
- * Subscribes `consumer` under its durable name to the subjects it has handlers for. Each message is
- * decoded and applied by applyEvent.
- */
+/** Subscribes under the durable name to the subjects `consumer` has handlers for. */
 export async function startConsumer(deps: ConsumerDeps, consumer: Consumer): Promise<() => Promise<void>> {
   const subjects = Object.keys(consumer.handlers) as EventSubject[];
   const concurrency = consumer.concurrency ?? 1;
@@ -76,7 +63,6 @@ export async function startConsumer(deps: ConsumerDeps, consumer: Consumer): Pro
     consumer.durable,
     subjects,
     async (msg) => {
-      // The event's hop of its trace, handed to its handler's transaction.
       const span = startSpan(`${consumer.durable} ${msg.subject}`, "consumer", parseTraceparent(msg.traceparent), {
         attributes: { "messaging.consumer.group.name": consumer.durable, "messaging.destination.name": msg.subject },
       });
@@ -99,26 +85,16 @@ export async function startConsumer(deps: ConsumerDeps, consumer: Consumer): Pro
 }
 
 /**
- * Applies one message at most once per consumer: in one transaction it records the event's own id
- * (from the payload, not the transport's message id) in the consumer's inbox, runs the handler if
- * the id is new, and settles the message with the bus. Resolves to whether the handler ran.
- *
- * An event older than the inbox window is not applied: its id may have been pruned from the inbox
- * after it was applied, so applying it could apply it twice. The stream keeps events no longer than
- * the inbox window (config), so only an operator's manual replay of old events can bring one; it
- * is logged as an error with its id, for the operator to judge.
+ * Applies one message at most once per consumer, by the event's own id (not the transport's) in the inbox,
+ * and settles it in the same transaction. Resolves to whether the handler ran. An event older than the
+ * inbox window (only a manual replay brings one) is logged, not applied: its id may have been pruned.
  */
 export async function applyEvent(deps: ConsumerDeps, consumer: Consumer, msg: BusMessage): Promise<boolean> {
   const [applied] = await deps.db.transaction((tx) => applyInTransaction(tx, deps, consumer, [msg]));
   return applied === true;
 }
 
-/**
- * applyEvent's work for one event or a group of them, inside a transaction the caller holds: the
- * inbox records the events in one statement, and those it recorded now (an event twice in a group
- * counts once) go to the consumer's group handler in one call, or to their handlers one after
- * another. Resolves to whether each message's event was applied, in order.
- */
+/** Resolves to whether each message's event was applied, in order; an event twice in a group counts once. */
 async function applyInTransaction(
   tx: Tx,
   deps: ConsumerDeps,
@@ -148,11 +124,7 @@ async function applyInTransaction(
   return applied;
 }
 
-/**
- * The group handler of a consumer without one: each event to its subject's handler, in order. The
- * handler's transaction works for the event's own hop (also in a group's transaction), so what it
- * enqueues carries the trace of the request that caused the event.
- */
+/** Each handler's transaction carries its event's own hop, so what it enqueues continues that trace. */
 function oneByOne(consumer: Consumer): GroupHandler {
   return async (tx, items) => {
     for (const { subject, event, hop } of items) {
@@ -162,7 +134,7 @@ function oneByOne(consumer: Consumer): GroupHandler {
   };
 }
 
-/** Logs and refuses an event older than the inbox window (see applyEvent). */
+/** See applyEvent. */
 function refusedAsTooOld(deps: ConsumerDeps, consumer: Consumer, subject: EventSubject, event: EventOf<EventSubject>) {
   if (!tooOld(deps, event)) return false;
   log.error(
@@ -187,17 +159,14 @@ function hopOf(msg: BusMessage): TraceContext {
   return hop;
 }
 
-/** An event older than the inbox window: see applyEvent. */
 function tooOld(deps: ConsumerDeps, event: EventOf<EventSubject>): boolean {
   const occurredAt = event.occurredAt ? timestampDate(event.occurredAt) : undefined;
   return occurredAt !== undefined && deps.now().getTime() - occurredAt.getTime() > deps.inboxMs;
 }
 
 /**
- * applyEvent for a consumer that handles several events at once: the events in flight together
- * are applied in one transaction (one commit, one WAL flush), each acked only once it committed.
- * When the group fails, each of its events is applied again alone, so that the one at fault fails
- * alone and is redelivered, and the others are applied.
+ * Events in flight together share one transaction, each acked once it committed. A failed group is applied
+ * again one by one, so only the event at fault fails and is redelivered.
  */
 function groupedApply(deps: ConsumerDeps, consumer: Consumer, maxBatch: number): (msg: BusMessage) => Promise<boolean> {
   return createBatcher<BusMessage, boolean>({

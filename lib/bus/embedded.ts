@@ -33,22 +33,10 @@ type Durable = { name: string; subjects: readonly string[]; members: Member[]; t
 type Listener = { subjects: readonly string[]; handler: BusHandler; queue: BusMessage[]; draining?: Promise<void> };
 
 /**
- * The bus of the embedded mode. Its durables read the producers' outbox tables themselves, so an
- * event is never held only in memory: each durable reads each of its subject filters on a worker of
- * its own (different subjects concurrently, one message at a time and in order within one, as
- * JetStream runs one consumer per filter), and the position it reached is settled in the
- * consumer's own transaction with the inbox row. A process that stops mid-way resumes after the
- * last committed message. A failed handler is retried with backoff and holds the later messages of
- * its filter back; several subscribers of one durable share its messages.
- *
- * Reading by outbox id is sound here because the embedded database is one connection: transactions
- * commit one after another, so ids become visible in order and a cursor never passes a row that
- * commits later. (Real Postgres does not promise that, which is why the distributed mode relays
- * the outbox to JetStream instead.) Outbox rows are kept for the event retention window, which
- * is the embedded stream's max age.
- *
- * `publish` (the outbox relay's) feeds broadcast subscribers, in process and without durability, as
- * core NATS does.
+ * Durables read the producers' outbox tables, one worker per subject filter (in order within one, as
+ * JetStream), and settle their position in the consumer's transaction with the inbox row. Reading by
+ * outbox id is sound only because the embedded database is one connection: ids become visible in commit
+ * order (real Postgres does not promise that, hence JetStream there). `publish` feeds only broadcasts.
  */
 export async function createEmbeddedBus(openDb: (schema: string) => Db): Promise<Bus> {
   const db = openDb("bus");

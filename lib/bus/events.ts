@@ -29,11 +29,7 @@ import {
 } from "../../gen/replay/events/v1/servers_pb.js";
 import { newId } from "../ids.js";
 
-/**
- * Every event subject and its payload message (ARCHITECTURE.md "Events"), in one place:
- * `<producer>.<entity>.<verb>` ↔ `replay.events.v1.<Entity><Verb>`. test/boundaries.test.ts checks
- * that every message of proto/replay/events/v1 appears here exactly once.
- */
+/** Every subject ↔ payload message (ARCHITECTURE.md "Events"); test/boundaries.test.ts checks it is complete. */
 export const eventSchemas = {
   "identity.tenant.upserted": TenantUpsertedSchema,
   "identity.key.revoked": KeyRevokedSchema,
@@ -57,13 +53,9 @@ export const eventSchemas = {
 export type EventSubject = keyof typeof eventSchemas;
 export type EventOf<S extends EventSubject> = MessageShape<(typeof eventSchemas)[S]>;
 
-/** An event ready for the outbox: its subject, id and encoded payload. */
 export type OutgoingEvent = { subject: EventSubject; eventId: string; payload: Uint8Array };
 
-/**
- * Builds one event: a fresh event id and `occurred_at` are filled in unless given; the tenant
- * comes from the init.
- */
+/** A fresh event id and `occurred_at` unless given. */
 export function buildEvent<S extends EventSubject>(
   subject: S,
   init: Omit<MessageInitShape<(typeof eventSchemas)[S]>, "eventId" | "occurredAt" | "$typeName"> & { eventId?: string },
@@ -78,7 +70,6 @@ export function buildEvent<S extends EventSubject>(
   return { subject, eventId, payload: toBinary(schema, message) };
 }
 
-/** Decodes the payload of a subject this table knows. */
 export function decodeEvent<S extends EventSubject>(subject: S, data: Uint8Array): EventOf<S> {
   return fromBinary(eventSchemas[subject] as DescMessage, data) as EventOf<S>;
 }

@@ -2,12 +2,8 @@ import type { Tx } from "../db/types.js";
 import { assertSchemaName } from "../db/types.js";
 
 /**
- * Records that `consumer` applied these events, in `<schema>.inbox`, inside the transaction that
- * applies them, in one statement. Resolves to the ids it recorded now, those to apply: an id
- * recorded already was applied before and must not be applied again. A concurrent attempt waits on
- * the first one's row lock and records (and applies) only if that one rolled back. Rows go in id
- * order, so two transactions recording overlapping ids lock them in one order and the later waits
- * instead of deadlocking.
+ * In the applying transaction; resolves to the ids recorded now, the ones to apply. A concurrent attempt
+ * waits on the row lock; ids go in order, so overlapping transactions wait instead of deadlocking.
  */
 export async function recordInbox(
   tx: Tx,

@@ -2,6 +2,8 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { connect, StorageType } from "nats";
 import { describe, expect, inject, it, onTestFinished } from "vitest";
 import { waitFor } from "../../test/poll.js";
+import { metricValue } from "../_testing.js";
+import { registry } from "../metrics.js";
 import { createNatsTestBus, deleteNamespaceStreams, describeBusContract, recorder } from "./_testing.js";
 import { createNatsBus, isNatsUnreachable, natsStreamName } from "./nats.js";
 
@@ -90,6 +92,10 @@ describe.skipIf(!servers)("NATS JetStream bus (skipped: no NATS_URL and no nats-
     await t.bus.publish("replays.asset.ready", randomUUID(), new Uint8Array());
     await waitFor("the redelivery", () => seen.length === 2, 10_000);
     expect(seen).toEqual([false, true]);
+    // Counted by durable, the label replay_consumer_pending and the alert use.
+    expect(
+      metricValue(await registry.metrics(), "replay_consumer_redeliveries_total", { durable: "redelivered" }),
+    ).toBe(1);
   });
 
   it("keeps namespaces apart on one server", async () => {

@@ -1,6 +1,4 @@
-// The Bus (bus.ts) on NATS JetStream: one stream per producer, publishes deduplicated by event id,
-// durable pull consumers with their redelivery, broadcasts, and the connection's status for
-// readiness.
+// The Bus (bus.ts) on NATS JetStream: one stream per producer, durable pull consumers.
 
 import type {
   ConsumerConfig,
@@ -36,17 +34,12 @@ const log = logger("lib:bus:nats");
 // after a backoff of at most seconds (or once the broker is back): two minutes covers it.
 const duplicateWindowMs = 2 * 60_000;
 const ackWaitMs = 30_000;
-// Few messages in flight per process: the others stay available to other replicas, and buffered
-// messages do not use up their ack wait while a slow handler runs. A consumer that handles more at
-// once (SubscribeOptions.concurrency) buffers as many as it handles.
+// Few messages in flight per process: the rest stay available to other replicas, and buffered ones
+// do not use up their ack wait behind a slow handler.
 const pullBatch = 16;
 /**
- * How long one pull request of a consume lasts (nats.js: 30 s). The client watches the server's
- * heartbeats at half of it and pulls afresh after two missed ones: a pull left pending on a
- * consumer leader that died (a cluster node lost while this client stays connected to another) is
- * replaced within seconds instead of after the better part of a minute with nats.js's default
- * (test/faults/nats-cluster.test.ts; the figures are in docs/performance.md). An idle consumer sends one pull request per period: nothing
- * to speak of.
+ * Not nats.js's 30 s: a pull left on a consumer leader that died is replaced after two missed heartbeats
+ * at half of this, so within seconds (test/faults/nats-cluster.test.ts).
  */
 const pullExpiresMs = 3_000;
 const nakBaseMs = 500;
@@ -58,35 +51,19 @@ const drainTimeoutMs = 5_000;
 const streamNameInUse = 10058;
 
 export type NatsBusOptions = {
-  /** One URL or several, comma-separated. */
+  /** Comma-separated. */
   servers: string;
-  /** Prefixes stream names and subjects on the wire (empty: none); tests use it to share one server. */
+  /** Prefixes stream names and subjects on the wire; tests use it to share one server. */
   namespace?: string;
-  /** The connection name the server shows (monitoring). */
   name?: string;
-  /** The streams' max age (config EVENT_RETENTION): older events are dropped by the server. */
+  /** The streams' max age (EVENT_RETENTION). */
   maxAgeMs?: number;
-  /** How many NATS servers keep each stream (NATS_STREAM_REPLICAS): 3 on a 3-node cluster. */
   replicas?: number;
 };
 
 /**
- * The JetStream adapter of the distributed mode. It connects with unlimited reconnects and
- * makes sure the producers' streams exist (file storage, limits retention with the configured max
- * age, a duplicate window of two minutes), creating or updating them so that replicas may start at the same time. The event
- * id travels as `Nats-Msg-Id`, so JetStream stores a re-published event once.
- *
- * `subscribe` maps each subject filter of a durable to one durable pull consumer on the
- * producer's stream (named `<durable>-<subject tokens>`; servers before 2.10 allow one filter per
- * consumer). Messages are acked after the handler resolved and nak'ed with a growing delay after
- * it threw; order and one-at-a-time hold per subject filter and process, and replicas sharing the
- * durable run in parallel, so handlers must tolerate concurrency (the inbox makes them idempotent).
- */
-/**
- * A NATS server that could not be reached or was not ready (at start: refused, timed out, no
- * JetStream yet after a restart), as opposed to a refusal that waiting does not change. A server
- * still starting may accept the connection and reset it: nats.js then rejects with the socket's
- * own error (ECONNRESET, EPIPE), which CI saw end a webhooks process's start.
+ * Unreachable or not ready yet, as opposed to a refusal that waiting does not change. A server still
+ * starting may accept the connection and reset it (ECONNRESET, EPIPE).
  */
 export function isNatsUnreachable(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
@@ -102,6 +79,12 @@ export function isNatsUnreachable(err: unknown): boolean {
   );
 }
 
+/**
+ * Creates or updates the producers' streams, so replicas may start at once; the event id is `Nats-Msg-Id`,
+ * so JetStream stores a re-published event once. Each subject filter of a durable is one pull consumer
+ * (servers before 2.10 allow one filter each). Order holds per filter and process only: replicas run in
+ * parallel, so handlers must tolerate concurrency (the inbox makes them idempotent).
+ */
 export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
   const namespace = options.namespace ? assertNamespace(options.namespace) : undefined;
   const toWire = (subject: string) => (namespace === undefined ? subject : `${namespace}.${subject}`);
@@ -155,17 +138,17 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
     }
   };
 
-  const deliver = async (msg: JsMsg, handler: BusHandler): Promise<void> => {
+  const deliver = async (msg: JsMsg, handler: BusHandler, durable: string): Promise<void> => {
     const subject = fromWire(msg.subject);
     const eventId = msg.headers?.get("Nats-Msg-Id") ?? "";
     if (eventId === "") {
-      // Our publishers always set it; without it a consumer could not deduplicate, so retrying
-      // would only repeat the failure.
+      // Without it a consumer cannot deduplicate; retrying would only repeat the failure.
       log.error({ subject, seq: msg.seq }, "message without Nats-Msg-Id; terminating it");
       msg.term();
       return;
     }
-    if (msg.info.redelivered) consumerRedeliveries.inc({ durable: msg.info.consumer });
+    // By durable, as replay_consumer_pending: msg.info.consumer is one of its consumers (consumerName).
+    if (msg.info.redelivered) consumerRedeliveries.inc({ durable });
     // Keeps a long handler's message from being redelivered to another replica after ackWait.
     const keepAlive = setInterval(() => msg.working(), ackWaitMs / 3);
     try {
@@ -190,11 +173,16 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
     msg.ack();
   };
 
-  // One consume loop per consumer, on the platform's worker. The client resumes pulling by itself
-  // after a reconnect; a round also ends (and the worker starts another, re-creating the consumer)
-  // when the iterator ends or reports the consumer gone, so that nothing short of stop() ends it.
-  // A round that ended before delivering anything counts as failed, so restarts back off.
-  const startConsumeLoop = (stream: string, name: string, filter: string, handler: BusHandler, concurrency: number) => {
+  // A round ends when the iterator ends or reports the consumer gone; the worker then starts another,
+  // re-creating the consumer, so nothing short of stop() ends it. An empty round fails, so restarts back off.
+  const startConsumeLoop = (
+    durable: string,
+    stream: string,
+    name: string,
+    filter: string,
+    handler: BusHandler,
+    concurrency: number,
+  ) => {
     let stopping = false;
     let current: ConsumerMessages | undefined;
     let started = false;
@@ -212,7 +200,6 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
         });
         current = messages;
         let delivered = 0;
-        // Up to `concurrency` handlers at once; each message is acked when its own handler is done.
         const handling = new Set<Promise<void>>();
         try {
           if (stopping) await messages.close();
@@ -223,7 +210,7 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
               msg.nak();
               continue;
             }
-            const handled: Promise<void> = deliver(msg, handler).finally(() => handling.delete(handled));
+            const handled: Promise<void> = deliver(msg, handler, durable).finally(() => handling.delete(handled));
             handling.add(handled);
             delivered++;
             if (handling.size >= concurrency) await Promise.race(handling);
@@ -288,7 +275,7 @@ export async function createNatsBus(options: NatsBusOptions): Promise<Bus> {
       // All consumers exist before any loop starts, so a failure leaves nothing running.
       for (const c of consumers) await ensureConsumer(c.stream, c.name, c.filter);
       const concurrency = Math.max(1, options?.concurrency ?? 1);
-      const loops = consumers.map((c) => startConsumeLoop(c.stream, c.name, c.filter, handler, concurrency));
+      const loops = consumers.map((c) => startConsumeLoop(durable, c.stream, c.name, c.filter, handler, concurrency));
       return track(async () => {
         await Promise.all(loops.map((stop) => stop()));
       });
@@ -427,14 +414,13 @@ async function watchConnection(nc: NatsConnection, onChange: (up: boolean) => vo
   }
 }
 
-/** A message's headers carrying the trace of the hop that committed it (js.publish adds Nats-Msg-Id itself). */
+/** js.publish adds Nats-Msg-Id itself. */
 function traceHeaders(traceparent: string) {
   const h = natsHeaders();
   h.set(TRACEPARENT, traceparent);
   return h;
 }
 
-/** The traceparent a message was published with, if any. */
 function traceparentOf(msg: { headers?: MsgHdrs }): string | undefined {
   return msg.headers?.get(TRACEPARENT) || undefined;
 }

@@ -7,10 +7,7 @@ import { parseTraceparent } from "../trace.js";
 import { startWorker, type Worker } from "../worker/worker.js";
 import type { Bus } from "./bus.js";
 
-/**
- * The outbox and inbox tables of one service's schema; the service appends these to its own
- * migrations. Ids start with `bus/` so they never clash with the service's `NNN_name.sql`.
- */
+/** Appended to a service's own migrations; `bus/` ids never clash with its `NNN_name.sql`. */
 export function outboxMigrations(schema: string): Migration[] {
   const s = assertSchemaName(schema);
   return [
@@ -58,7 +55,6 @@ export function outboxMigrations(schema: string): Migration[] {
 
 const log = logger("lib:bus:outbox");
 
-/** The trace id of a traceparent, for a log line about the event that carries it. */
 function traceIdOf(traceparent: string | null): string | undefined {
   return traceparent ? parseTraceparent(traceparent)?.traceId : undefined;
 }
@@ -66,10 +62,7 @@ function traceIdOf(traceparent: string | null): string | undefined {
 /** An event to publish once the transaction that enqueues it commits. */
 export type OutboxEvent = { subject: string; eventId: string; payload: Uint8Array };
 
-/**
- * Records an event in `<schema>.outbox` inside the caller's transaction and wakes the relays
- * (NOTIFY is delivered only on commit). A rolled-back transaction therefore publishes nothing.
- */
+/** In the caller's transaction; its NOTIFY wakes the relays only on commit, so a rollback publishes nothing. */
 export async function enqueue(tx: Tx, schema: string, event: OutboxEvent): Promise<void> {
   const s = assertSchemaName(schema);
   await tx.query(`INSERT INTO ${s}.outbox (event_id, subject, payload, traceparent) VALUES ($1, $2, $3, $4)`, [
@@ -81,7 +74,6 @@ export async function enqueue(tx: Tx, schema: string, event: OutboxEvent): Promi
   await tx.query(`NOTIFY ${outboxChannel(s)}`);
 }
 
-/** One outbox row as the relay (NATS mode) and the embedded bus's delivery worker read it. */
 export type OutboxRow = {
   id: number;
   event_id: string;
@@ -94,16 +86,9 @@ export const OUTBOX_ROW_COLUMNS = "id, event_id, subject, payload, traceparent";
 export type OutboxRelayDeps = { db: Db; bus: Bus; pollMs?: number; batchSize?: number };
 
 /**
- * Publishes the committed rows of `<db.schema>.outbox` in id order and marks them published, on
- * the platform's worker loop: it wakes on the NOTIFY of enqueue() and polls every `pollMs` as a
- * safety net for missed notifications.
- *
- * Each round locks a batch with `FOR UPDATE SKIP LOCKED` (replicas relay side by side; a relay
- * that dies releases its rows with its connection), awaits the broker's ack for every row and
- * marks the batch in the same transaction. A failed publish rolls the round back and the worker
- * retries after a capped exponential backoff, so a committed row is never skipped; what was
- * published before the failure goes out again and the broker's duplicate window (event id =
- * `Nats-Msg-Id`) absorbs it. Published rows are pruned by the retention worker (retention.ts).
+ * Publishes committed rows in id order, woken by enqueue's NOTIFY, polling for missed ones. A batch is
+ * locked SKIP LOCKED (replicas relay side by side) and marked in the transaction that awaited every ack:
+ * a failed publish rolls back and retries, so no row is skipped; the duplicate window absorbs repeats.
  */
 export function startOutboxRelay(deps: OutboxRelayDeps): Worker {
   const { db, bus } = deps;
@@ -148,10 +133,7 @@ export function outboxChannel(schema: string): string {
   return `${assertSchemaName(schema)}_outbox`;
 }
 
-/**
- * The schema's events not yet published: how many, the age in seconds of the oldest (0 when none;
- * /metrics' outbox gauges), and that oldest event itself (replayctl outbox status).
- */
+/** `age`: of the oldest unpublished event, in seconds (0 when none). */
 export async function outboxBacklog(
   q: Queryable,
   schema: string,

@@ -5,29 +5,22 @@ import { startWorker, type Worker } from "../worker/worker.js";
 
 const log = logger("lib:bus:retention");
 
-/** The most rows one retention DELETE removes (the default batch of a pass). */
 export const RETENTION_BATCH_ROWS = 5_000;
 
 /**
- * How long event bookkeeping is kept (config `EVENT_RETENTION`, `INBOX_RETENTION`). `eventsMs` is
- * how long a published event stays replayable: the JetStream streams' max age, and how long
- * published outbox rows are kept (in the embedded mode the outbox is the stream). `inboxMs` is how
- * long a consumer remembers an applied event id; it is never shorter than `eventsMs`, so no event
- * the broker can still redeliver has been forgotten by the inbox.
+ * `eventsMs`: how long a published event stays replayable (in the embedded mode the outbox is the stream).
+ * `inboxMs` is never shorter, so the inbox forgets no event the broker can still redeliver.
  */
 export type RetentionWindows = { eventsMs: number; inboxMs: number };
 
-/** What a pass did to one table: rows deleted, DELETE statements run, the most rows one of them deleted. */
 export type PruneSteps = { rows: number; statements: number; rowsPerStatementMax: number };
 
 export type PruneResult = { outbox: PruneSteps; inbox: PruneSteps };
 
 type Table = keyof PruneResult;
 
-// Each batch is one statement outside any transaction, so it commits on its own: no snapshot or row lock
-// outlives a batch, however large the backlog. The oldest rows go first, read off the indexes of
-// bus/003_retention_indexes.sql. An unpublished outbox row (published_at null) never matches.
-/** Each table's time column, oldest first off its index; constants, never input. */
+// Each batch is one statement outside any transaction: no snapshot or row lock outlives a batch, however
+// large the backlog. An unpublished outbox row (published_at null) never matches. Constants, never input.
 const agedBy: Record<Table, string> = { outbox: "published_at", inbox: "processed_at" };
 
 async function deleteOlderThan(db: Db, table: Table, windowMs: number, limit: number): Promise<number> {
@@ -45,10 +38,7 @@ async function deleteOlderThan(db: Db, table: Table, windowMs: number, limit: nu
 
 type Pass = { result: PruneResult; step(): Promise<boolean> };
 
-/**
- * A pass over both tables: step() deletes the next batch of every table whose last batch was full
- * and resolves to whether one still is. A short batch means nothing more was due when it ran.
- */
+/** step() deletes a batch of every table whose last batch was full; a short batch means nothing more was due. */
 function startPass(db: Db, windows: RetentionWindows, batchSize: number): Pass {
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new Error(`retention batch size ${batchSize}`);
   const windowOf: Record<Table, number> = { outbox: windows.eventsMs, inbox: windows.inboxMs };
@@ -73,11 +63,7 @@ function startPass(db: Db, windows: RetentionWindows, batchSize: number): Pass {
   };
 }
 
-/**
- * Deletes `<db.schema>`'s outbox rows published longer ago than eventsMs and inbox rows older than
- * inboxMs, in DELETEs of at most `batchSize` rows each, oldest first, until a batch comes back
- * short. Unpublished outbox rows are never deleted. Resolves to what each table took.
- */
+/** In DELETEs of at most `batchSize` rows, oldest first, until one comes back short; never unpublished rows. */
 export async function pruneEventTables(
   db: Db,
   windows: RetentionWindows,
@@ -91,11 +77,7 @@ export async function pruneEventTables(
 
 export type RetentionWorkerOptions = { intervalMs?: number; batchSize?: number };
 
-/**
- * Prunes one service's outbox and inbox every `intervalMs` (an hour by default). A round is one
- * step of a pass (a batch per table); a full batch runs the next round at once, so a backlog is
- * caught up in consecutive rounds while stop() waits for one batch at most, never a whole pass.
- */
+/** A round is one batch per table, so stop() waits for one batch at most, never a whole pass. */
 export function startRetentionWorker(db: Db, windows: RetentionWindows, options: RetentionWorkerOptions = {}): Worker {
   const batchSize = options.batchSize ?? RETENTION_BATCH_ROWS;
   let pass: Pass | undefined;
@@ -123,7 +105,7 @@ export function startRetentionWorker(db: Db, windows: RetentionWindows, options:
   return { ...worker, stop, [Symbol.asyncDispose]: () => stop() };
 }
 
-/** How far past its window the table's oldest row is (0 when none is), read off its retention index. */
+/** Read off the retention index; 0 when no row is overdue. */
 async function overdueSeconds(db: Db, table: Table, windowMs: number): Promise<number> {
   const column = agedBy[table];
   const { rows } = await db.query<{ overdue: number | null }>(

@@ -1,35 +1,26 @@
-/** How a batcher groups its calls into runs: see createBatcher. */
 export type BatchOptions<I, O> = {
   /**
-   * Runs one batch: resolves to one result per item, in the items' order. A result may be a
-   * promise, for work of an item that need not hold the run's turn: the run ends (and the next may
-   * start) when `run` resolves, and the item's call settles as that promise does.
+   * One result per item, in order. A result may be a promise, for work that need not hold the run's turn:
+   * the next run may start when `run` resolves, and the item's call settles with that promise.
    */
   run(items: readonly I[]): Promise<readonly O[]>;
-  /** The most items in one run; calls beyond it go into the next run. */
   maxBatch: number;
-  /** The most runs at once; calls made while that many run wait, and go together into the next. */
+  /** Calls made while that many run wait, and go together into the next. */
   maxRunning: number;
   /**
-   * True for an error that one item can cause on its own (a value the database refuses): a run of
-   * several items that fails with it runs each item again alone, one after another in order, so
-   * that the item at fault fails alone and the others get their results. Any other error fails every call of the run, and only
-   * those. Without it, every error fails the run's calls.
+   * An error one item can cause alone: the run's items are then run again one by one, in order, so only the
+   * item at fault fails. Any other error fails every call of its run.
    */
   isolate?(err: unknown): boolean;
 };
 
-/** One call: resolves to its item's result, or rejects with the error of its item's run. */
 export type Batcher<I, O> = (item: I) => Promise<O>;
 
 type Call<I, O> = { item: I; resolve(result: O): void; reject(err: unknown): void };
 
 /**
- * Groups concurrent calls per tick into one run: the calls made during one turn of the event loop
- * (everything before its check phase, where `setImmediate` callbacks run) go into one run of at
- * most `maxBatch` items. While `maxRunning` runs are busy, calls wait and are grouped into the next
- * run, so the batches grow with the load instead of the number of statements. Each caller gets its
- * own item's result; an error fails the calls of its run only (see `isolate`).
+ * Groups the calls of one event-loop turn (up to `setImmediate`) into one run. While `maxRunning` runs are
+ * busy, calls wait and group into the next, so batches grow with the load instead of the statements.
  */
 export function createBatcher<I, O>(options: BatchOptions<I, O>): Batcher<I, O> {
   const { run, maxBatch, maxRunning, isolate } = options;

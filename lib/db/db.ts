@@ -8,8 +8,7 @@ import { assertSchemaName } from "./types.js";
 
 const log = logger("lib:db");
 
-// int8 comes back as a JS number, as the embedded adapter returns it: our int8 columns (ticks,
-// byte sizes, counts) stay below 2^53, and the parsers refuse anything that would lose precision.
+// int8 as a JS number, as the embedded adapter returns it: ours stay below 2^53, and more is refused.
 const INT8_OID = 20;
 function parseInt8(text: string): number {
   const value = Number(text);
@@ -44,13 +43,10 @@ export function createPgDb(options: PgOptions): Db {
     connectionString: options.url,
     max: options.poolMax ?? 10,
     application_name: options.applicationName ?? schema,
-    // Every statement here is short OLTP. JIT compiles a plan whose estimate crosses
-    // jit_above_cost (a young table's stale statistics suffice): the webhooks claim spent far longer
-    // compiling than running (docs/performance.md).
+    // Short OLTP only: stale statistics can push a plan past jit_above_cost and compiling outlasts running.
     options: "-c jit=off",
     types,
-    // tls.connect's own checks (chain to this CA, then the host name pg passes as servername, or
-    // the IP address): libpq's verify-full.
+    // tls.connect checks the chain and the host name: libpq's verify-full.
     ssl: options.ca === undefined ? undefined : { ca: options.ca, rejectUnauthorized: true },
   });
   const unwatch = watchPool(schema, () => ({
@@ -65,10 +61,8 @@ export function createPgDb(options: PgOptions): Db {
   const statements = createStatementNames();
 
   /**
-   * One statement on the pool or on a transaction's client. Statements with parameters are
-   * prepared (statements.ts); those without may be scripts of several, which only the simple
-   * protocol runs, so they go as they are. A prepared statement gone stale answers once more
-   * under a new name when it runs alone; in a transaction its error aborts the transaction.
+   * Statements with parameters are prepared; those without may be scripts, which only the simple protocol
+   * runs. A stale prepared statement is retried under a new name only outside a transaction (it aborts one).
    */
   const run = async <R>(
     on: pg.Pool | pg.PoolClient,
@@ -96,10 +90,8 @@ export function createPgDb(options: PgOptions): Db {
     query,
     async transaction<T>(fn: (tx: Tx) => Promise<T>, options?: TransactionOptions): Promise<T> {
       const client = await pool.connect();
-      // A checked-out client has no pool listener: the connection's loss (a failover, a restart,
-      // pg_terminate_backend) is emitted on the client, and unheard it would crash the process.
-      // pg also fails the statement running, and the next one: the transaction fails alone with a
-      // connection-loss error (errors.ts isConnectionLoss), and the client is destroyed below.
+      // A checked-out client has no pool listener: unheard, a lost connection's error crashes the process.
+      // pg fails the transaction's statements with a connection-loss error anyway.
       let lost: Error | undefined;
       const onLost = (err: Error) => {
         lost ??= err;
@@ -134,8 +126,7 @@ export function createPgDb(options: PgOptions): Db {
         throw err;
       } finally {
         client.off("error", onLost);
-        // A client whose connection was lost or whose ROLLBACK failed is in an unknown state:
-        // destroy it rather than reuse it.
+        // Lost, or its ROLLBACK failed: in an unknown state, so destroyed, not reused.
         client.release(broken || lost !== undefined);
       }
     },
@@ -144,9 +135,8 @@ export function createPgDb(options: PgOptions): Db {
       const handler = (msg: pg.Notification) => {
         if (msg.channel === channel) onNotify(msg.payload ?? "");
       };
-      // A client held out of the pool has no pool error handler: without this listener a dropped
-      // connection would crash the process. Listeners poll as a safety net, so losing the wake-ups
-      // until the next start only costs latency.
+      // Without this a dropped connection crashes the process; listeners also poll, so losing the
+      // wake-ups costs only latency.
       client.on("error", (err) =>
         log.warn({ err: err.message, channel }, "LISTEN connection lost; falling back to polling"),
       );

@@ -5,35 +5,25 @@ import { dirname, join } from "node:path";
 import { sourceFolder } from "../paths.js";
 
 /**
- * The embedded database's initdb template: the files of a freshly initialised PGlite cluster, made
- * once per PGlite version (`npm run build`, which `npm ci` and `npm start` run) and copied into a
- * new DATA_DIR instead of running initdb in the process. initdb in PGlite starts a second Postgres
- * and the initdb program in WebAssembly beside the first: seconds and hundreds of MiB more resident
- * memory than opening an existing cluster. A copy of the files costs a fraction of a second and no
- * memory, and beats loading a dump (`loadDataDir`), which unpacks a tarball through PGlite's
- * in-memory file system (time and memory on top; docs/performance.md).
- *
- * Layout: `<cacheDir>/pglite-<version>/{template.json,pgdata/}`. The directory is built under a
- * temporary name and renamed into place, so a reader sees a whole template or none, and concurrent
- * builds cannot mix their files; template.json holds a SHA-256 of every path and byte, checked
- * while copying, so a damaged template is noticed and initdb runs instead.
+ * A fresh PGlite cluster's files, made once per PGlite version at build time and copied into a new DATA_DIR:
+ * initdb in the process, or loading a dump, costs far more (docs/performance.md). Built under a temporary
+ * name and renamed into place, so readers see a whole template or none; a SHA-256 of every path and byte,
+ * checked while copying, makes a damaged template fall back to initdb.
  */
 
 const MANIFEST = "template.json";
 const PGDATA = "pgdata";
 /** A cluster whose PG_VERSION exists is whole: PGlite resumes it instead of running initdb, so it is written last. */
 export const CLUSTER_MARKER = "PG_VERSION";
-/** Temporary build directories older than this are leftovers of a build that died. */
 const STALE_BUILD_MS = 3_600_000;
 
 type Manifest = { pglite: string; entries: number; bytes: number; sha256: string; createdAt: string };
 
-/** The template cache inside this package: `node_modules/.cache/replay-service`. */
 export function defaultTemplateDir(): string {
   return sourceFolder(import.meta.url, "../../node_modules/.cache/replay-service");
 }
 
-/** The installed @electric-sql/pglite's version, which keys the template: another version's files are never used. */
+/** Keys the template: another version's files are never used. */
 export function pgliteVersion(): string {
   let dir = dirname(createRequire(import.meta.url).resolve("@electric-sql/pglite"));
   for (;;) {
@@ -48,16 +38,11 @@ export function pgliteVersion(): string {
   }
 }
 
-/** Where the template of this PGlite version lives in cacheDir. */
 export function templatePath(cacheDir: string, version = pgliteVersion()): string {
   return join(cacheDir, `pglite-${version}`);
 }
 
-/**
- * Builds this PGlite version's template in cacheDir unless a whole one is there (a damaged one is
- * rebuilt); removes other versions' templates and dead builds. Safe to run concurrently: each build writes its own
- * temporary directory and the first rename wins.
- */
+/** Unless a whole one is there; prunes other versions. Safe concurrently: the first rename wins. */
 export async function ensureTemplate(cacheDir: string): Promise<{ dir: string; created: boolean }> {
   const version = pgliteVersion();
   const dir = templatePath(cacheDir, version);
@@ -80,7 +65,6 @@ export async function ensureTemplate(cacheDir: string): Promise<{ dir: string; c
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code !== "ENOTEMPTY" && code !== "EEXIST") throw err;
-      // Another build renamed its template into place first.
       return { dir, created: false };
     }
     pruneCache(cacheDir, dir);
@@ -90,7 +74,6 @@ export async function ensureTemplate(cacheDir: string): Promise<{ dir: string; c
   }
 }
 
-/** Drops other PGlite versions' templates and temporary directories of builds that died long ago. */
 function pruneCache(cacheDir: string, keep: string): void {
   for (const name of readdirSync(cacheDir)) {
     const path = join(cacheDir, name);
@@ -100,7 +83,7 @@ function pruneCache(cacheDir: string, keep: string): void {
   }
 }
 
-/** Whether dir holds this version's template with every file as its manifest says (reads them all: ~40 MB). */
+/** Reads every file (~40 MB). */
 function isWhole(dir: string, version: string): boolean {
   const read = readManifest(dir, version);
   if (!read.ok) return false;
@@ -127,9 +110,8 @@ function readManifest(dir: string, version: string): { ok: true; manifest: Manif
 }
 
 /**
- * Copies this PGlite version's template into dataDir (which holds no cluster), checking it against
- * its manifest on the way; PG_VERSION goes last, so an interrupted copy is not taken for a cluster.
- * On any failure the copied files are removed again and the reason returned: the caller runs initdb.
+ * Checked against the manifest on the way; PG_VERSION goes last, so an interrupted copy is not taken for a
+ * cluster. On failure the files are removed and the reason returned: the caller runs initdb.
  */
 export function seedFromTemplate(
   cacheDir: string,
@@ -163,16 +145,14 @@ export function seedFromTemplate(
   }
 }
 
-/** Removes everything in a cluster directory but the data directory lock (the remains of an interrupted first start). */
+/** The remains of an interrupted first start; the data directory lock stays. */
 export function clearCluster(dataDir: string, keep: readonly string[] = ["replay.lock"]): void {
   for (const name of readdirSync(dataDir)) {
     if (!keep.includes(name)) rmSync(join(dataDir, name), { recursive: true, force: true });
   }
 }
 
-/**
- * Walks a directory in a fixed order (sorted names, depth first), hashing every path and byte; `visit` sees each directory (data undefined) before its contents, and each file's bytes.
- */
+/** In a fixed order; `visit` sees each directory (data undefined) before its contents. */
 function digestTree(
   root: string,
   visit?: (relative: string, data: Buffer | undefined, mode: number) => void,

@@ -10,31 +10,20 @@ import { assertSchemaName } from "./types.js";
 const log = logger("lib:db:embedded");
 
 /**
- * The embedded Postgres of the default run mode: PGlite (Postgres compiled to WebAssembly) in this
- * process, its data under `dataDir` (or in memory when `dataDir` is undefined). One instance is
- * shared by the five services; each still gets a Db of its own schema.
- *
- * PGlite is a single connection: statements and transactions run one at a time, and a transaction
- * holds the connection until it ends, which gives the same isolation a pool of real connections
- * gives under SERIALIZABLE, at the cost of concurrency (fine for the embedded mode's purpose).
+ * PGlite in this process, shared by the five services (a Db per schema). It is one connection: a transaction
+ * holds it until it ends, so a pool query inside a transaction waits for the transaction itself.
  */
 export type EmbeddedPostgres = {
   pglite: PGlite;
   close(): Promise<void>;
-  /**
-   * For the process's exit only (synchronous): removes the data directory's lock if this process
-   * still holds it, since the database dies with the process. A failed start leaves no stale lock.
-   */
+  /** Synchronous, for the process's exit: the database dies with the process, so should its lock. */
   releaseAtExit(): void;
 };
 
 export type EmbeddedOptions = {
-  /** In memory only: start from this dumped cluster (a migrated test template) instead of a fresh one. */
+  /** In memory only: a dumped cluster (a migrated test template) instead of a fresh one. */
   from?: Blob;
-  /**
-   * On disk only: the initdb template cache (embedded-template.ts) a new data directory is copied
-   * from; undefined, or no usable template there, runs initdb in this process.
-   */
+  /** On disk only: without a usable template there, initdb runs in this process. */
   template?: string;
 };
 
@@ -69,11 +58,7 @@ export async function openEmbeddedPostgres(
   };
 }
 
-/**
- * Opens the cluster in dataDir, creating it first when there is none: a copy of the initdb template
- * when one is usable (the cost of a restart), else initdb in this process. Remains of a first start
- * that died before the cluster was whole (no PG_VERSION yet) are cleared first.
- */
+/** Remains of a first start that died before the cluster was whole (no PG_VERSION) are cleared first. */
 async function openOnDisk(dataDir: string, template: string | undefined): Promise<PGlite> {
   if (existsSync(join(dataDir, CLUSTER_MARKER))) return ready(new PGlite(dataDir));
   const began = performance.now();
@@ -103,7 +88,6 @@ async function openOnDisk(dataDir: string, template: string | undefined): Promis
   return pglite;
 }
 
-/** The instance once it is ready; one that fails to start is closed as far as it can be. */
 async function ready(pglite: PGlite): Promise<PGlite> {
   try {
     await pglite.waitReady;
@@ -114,8 +98,7 @@ async function ready(pglite: PGlite): Promise<PGlite> {
   }
 }
 
-// initdb costs seconds per instance; a freshly initialised cluster's files, loaded into each later
-// in-memory instance of the process (the tests' databases), cost a fraction of that (docs/performance.md).
+// Later in-memory instances (the tests' databases) load this dump instead of running initdb each.
 let freshCluster: Promise<Blob> | undefined;
 
 function freshClusterDump(): Promise<Blob> {
@@ -132,9 +115,8 @@ function freshClusterDump(): Promise<Blob> {
 }
 
 /**
- * PGlite does not stop a second process from opening the same files, and two writers lose data
- * silently; a lock file holding the owner's pid refuses the second start. A lock whose process is
- * gone (a crash) is taken over. `release` removes the lock once, and only while it is still ours.
+ * PGlite lets a second process open the same files, and two writers lose data silently. A lock whose
+ * process is gone is taken over; `release` removes it only while it is still ours.
  */
 function lockDataDir(dataDir: string): { release(): void } {
   const path = join(dataDir, "replay.lock");

@@ -1,8 +1,4 @@
-/**
- * True when `err` is Postgres' unique_violation (SQLSTATE 23505), from either adapter, and, when
- * `constraint` is given, of that constraint. Stores use it to turn a duplicate into the contract's
- * error (an idempotency key, a name taken) without importing pg.
- */
+/** Postgres' unique_violation (of `constraint`, when given) from either adapter, without importing pg. */
 export function isUniqueViolation(err: unknown, constraint?: string): boolean {
   if (typeof err !== "object" || err === null) return false;
   const { code, constraint: violated } = err as { code?: unknown; constraint?: unknown };
@@ -10,11 +6,8 @@ export function isUniqueViolation(err: unknown, constraint?: string): boolean {
 }
 
 /**
- * True when `err` is a value the database refused rather than a fault of the database: Postgres'
- * data exceptions (SQLSTATE class 22: an out-of-range timestamp, a NUL in text), from either
- * adapter, or a parameter the adapter could not encode (the embedded one throws a RangeError for an
- * invalid Date). One statement's input can cause it, so a batch that fails with it can run its
- * items alone to find the one at fault.
+ * A value the database refused (SQLSTATE class 22, or the embedded adapter's RangeError for an invalid Date):
+ * one item's input causes it, so a failed batch can run its items alone to find the one at fault.
  */
 export function isDataException(err: unknown): boolean {
   if (err instanceof RangeError) return true;
@@ -23,7 +16,6 @@ export function isDataException(err: unknown): boolean {
   return typeof code === "string" && code.length === 5 && code.startsWith("22");
 }
 
-/** SQLSTATEs of a server that went away or would not take the connection (class 08 aside). */
 const LOST_SQLSTATES = new Set([
   "57P01", // admin_shutdown: pg_terminate_backend, a fast shutdown, a failover
   "57P02", // crash_shutdown
@@ -31,14 +23,9 @@ const LOST_SQLSTATES = new Set([
   "53300", // too_many_connections
 ]);
 
-/**
- * Node's socket errors when the server cannot be reached or the connection dies: only with a
- * `syscall`, as libuv's carry, so that the ECONNRESET of an HTTP client that went away mid-body
- * (Node's "aborted", which has none) is not taken for the database's.
- */
+/** Only with a `syscall` (libuv's): an HTTP client's mid-body ECONNRESET has none and is not the database's. */
 const LOST_SOCKET_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH"]);
 
-/** pg's own errors for a connection that ended under it, or a pool that could not get one in time. */
 const LOST_MESSAGES = [
   "Connection terminated",
   "Client has encountered a connection error and is not queryable",
@@ -46,10 +33,7 @@ const LOST_MESSAGES = [
 ];
 
 /**
- * True when `err` is the loss of the database connection rather than a fault of the statement: the
- * server terminated the session (a failover, a restart, pg_terminate_backend), refused or dropped
- * the socket, or the pool could not connect. The infrastructure's fault, not the caller's: the
- * work failed as a whole (a transaction rolled back with its connection) and may be tried again,
+ * The connection was lost, not the statement at fault: the work failed as a whole and may be tried again,
  * so callers answer SERVICE_UNAVAILABLE, never INTERNAL_ERROR.
  */
 export function isConnectionLoss(err: unknown): boolean {
@@ -63,12 +47,7 @@ export function isConnectionLoss(err: unknown): boolean {
   return typeof message === "string" && LOST_MESSAGES.some((m) => message.startsWith(m));
 }
 
-/**
- * Runs an idempotent read, and once more if the connection it ran on was lost: after a failover or
- * pg_terminate_backend the pool's next connection is a fresh one, so the request that happened to
- * hold a dropped connection still gets its answer. Only for reads: a write whose connection died
- * may have committed.
- */
+/** Once more after a lost connection (the pool's next is fresh). Reads only: such a write may have committed. */
 export async function readRetryingConnectionLoss<T>(read: () => Promise<T>): Promise<T> {
   try {
     return await read();

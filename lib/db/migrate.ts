@@ -5,16 +5,12 @@ import type { Db } from "./types.js";
 
 const log = logger("lib:db:migrate");
 
-/** `001_name.sql`: three digits, an underscore, a snake_case name. */
 const migrationFile = /^(\d{3})_[a-z0-9_]+\.sql$/;
 
-/** One forward-only migration; `id` is unique within its schema and never changes once merged. */
+/** `id` is unique within its schema and never changes once merged. */
 export type Migration = { id: string; sql: string };
 
-/**
- * Reads a folder of forward-only migrations in order (ids are `<prefix>NNN_name.sql`); refuses
- * gaps, duplicates and stray files.
- */
+/** Refuses gaps, duplicates and stray files. */
 export async function readMigrations(dir: string, prefix = ""): Promise<Migration[]> {
   const files = (await readdir(dir)).filter((file) => file.endsWith(".sql")).sort();
   const migrations: Migration[] = [];
@@ -29,10 +25,8 @@ export async function readMigrations(dir: string, prefix = ""): Promise<Migratio
 }
 
 /**
- * Applies the migrations `db.schema` has not seen, in the order given, each in its own
- * transaction under a transaction-scoped advisory lock keyed on the schema: replicas starting at
- * once wait for each other, and each migration is recorded in `<schema>.schema_migrations` in the
- * transaction that applied it, so a crash never leaves one half-applied or applied but unrecorded.
+ * Each migration in its own transaction under an advisory lock on the schema (replicas starting at once
+ * wait), recorded in that transaction, so a crash never leaves one half-applied or unrecorded.
  */
 export async function migrate(db: Db, migrations: readonly Migration[]): Promise<string[]> {
   const schema = db.schema;

@@ -2,23 +2,17 @@ import type { SecretBox } from "../secrets/box.js";
 import type { WorkerSpec } from "../worker/worker.js";
 import type { Queryable } from "./types.js";
 
-/** A table whose columns hold sealed secrets: its key column and those columns (code constants, never input). */
+/** Code constants, never input. */
 export type SealedColumns = { table: string; id: string; idType: "uuid" | "text"; columns: readonly string[] };
 
 export type ResealCount = { resealed: number; unreadable: number };
 
-/** How often the background loop looks for secrets to seal anew. */
 const RESEAL_INTERVAL_MS = 3_600_000;
-/** Rows read and written a statement at most. */
 const RESEAL_BATCH = 500;
 
 /**
- * Seals anew, under the box's current key, every value of `target` that is not sealed under it:
- * clear text from before encryption (the upgrade) and values sealed under SECRETS_KEY_PREVIOUS
- * (`replayctl secrets reencrypt`). A batch at a time in key order, so it is resumable and reads
- * each row once; each row is written only if its values are still those read (a rotation or a
- * delete meanwhile wins), so it is safe beside live traffic and idempotent. A value no key of this
- * process opens is counted as unreadable and left as it is.
+ * Seals clear text and values under the previous key with the current one, in key order (resumable). A row
+ * is written only if unchanged since read, so it is safe beside live traffic; unopenable values are counted.
  */
 export async function resealAll(q: Queryable, target: SealedColumns, box: SecretBox): Promise<ResealCount> {
   const count: ResealCount = { resealed: 0, unreadable: 0 };
@@ -67,11 +61,7 @@ export async function resealAll(q: Queryable, target: SealedColumns, box: Secret
   }
 }
 
-/**
- * A background loop that reseals `target` at start and then hourly: the upgrade's clear text is
- * sealed without anyone asking, and rows left under SECRETS_KEY_PREVIOUS move on by themselves
- * (`replayctl secrets reencrypt` does it at once and reports).
- */
+/** At start, then hourly, so an upgrade's clear text and a rotation's old key move on without anyone asking. */
 export function resealWorker(
   q: Queryable,
   target: SealedColumns,

@@ -1,26 +1,17 @@
 /**
- * Names for a pool's parameterised statements, so that pg prepares each statement once per
- * connection and later runs only bind and execute. An unnamed statement is parsed, analysed and
- * planned on every call: for the servers list (20 rows with a replay count each) that was half of
- * Postgres's CPU per call, and a prepared one soon runs a cached generic plan, which Postgres
- * chooses only when it costs no more than the custom plans it made for the first five calls.
- * Past `max` distinct texts, statements go unnamed, so a caller that builds SQL text per call
- * cannot grow every connection's statement cache without bound.
+ * Named, so pg prepares each statement once per connection instead of planning it on every call. Past
+ * `max` distinct texts they go unnamed, so SQL built per call cannot grow every connection's cache unbounded.
  */
 export type StatementNames = {
-  /** The name to prepare `text` under, or undefined to run it unnamed. */
   nameOf(text: string): string | undefined;
-  /** Gives `text` a new name from now on, so that every connection prepares it afresh. */
+  /** A new name from now on, so every connection prepares it afresh. */
   forget(text: string): void;
 };
 
 /**
- * Leads the text of a statement planned on every call (sent unnamed, never prepared): one whose
- * best plan depends on its parameters, such as a list with optional filters over tenants of every
- * size. Prepared, Postgres settles after five calls on a generic plan when it looks no dearer than
- * the custom ones were; for the replays list at 200 000 replays of one tenant that plan read and
- * sorted the tenant's whole list, 2.3 s for a first page the custom plan reads in 11 ms, on every
- * connection whose first calls came from smaller tenants (npm run bench scale).
+ * Leads a statement never prepared, whose best plan depends on its parameters (optional filters over tenants
+ * of every size): prepared, it may settle on a generic plan that reads a big tenant's whole list
+ * (docs/performance.md, "Generic plans on a skewed tenant").
  */
 export const PLANNED_PER_CALL = "/* planned per call */";
 
@@ -43,11 +34,7 @@ export function createStatementNames(max = 1000): StatementNames {
   };
 }
 
-/**
- * Postgres refuses to run a prepared statement whose result columns changed since it was prepared
- * (a `t.*` of a table a migration added a column to, while this process kept running). The same
- * text prepared again under a new name answers with the new columns.
- */
+/** Result columns changed since it was prepared (a migration added one under a `t.*`); a new name fixes it. */
 export function isStalePreparedStatement(err: unknown): boolean {
   const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
   return code === "0A000" && typeof message === "string" && message.includes("cached plan must not change result type");

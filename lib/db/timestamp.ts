@@ -1,9 +1,6 @@
 /**
- * A timestamptz column's text as a Date, fast for the shape Postgres sends when the session's
- * TimeZone is UTC (`2026-11-26 05:48:10.110123+00`): pg's own parser (postgres-date) runs three
- * regular expressions and builds the Date in steps, and it was the largest JavaScript cost of the
- * servers list (two timestamps a row). Any other text (another zone, BC, infinity, a year before
- * 1000) goes to `fallback`, pg's parser, which gives the same Date for the fast shape too.
+ * Fast for the UTC shape Postgres sends (`2026-11-26 05:48:10.110123+00`), where pg's parser is costly
+ * (docs/performance.md); any other text goes to `fallback`, pg's parser, which agrees on the fast shape.
  */
 export function createTimestamptzParser(fallback: (text: string) => unknown): (text: string) => unknown {
   return (text) => {
@@ -35,7 +32,6 @@ function isUtcShape(text: string, length: number): boolean {
   if (text.charCodeAt(length - 3) !== 43 || text.charCodeAt(length - 2) !== 48 || text.charCodeAt(length - 1) !== 48)
     return false;
   if (length === 22) return true;
-  // A fraction: a dot and one to six digits.
   if (length === 23 || text.charCodeAt(19) !== 46) return false;
   for (let at = 20; at < length - 3; at++) if (!isDigit(text.charCodeAt(at))) return false;
   return true;

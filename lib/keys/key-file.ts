@@ -2,15 +2,11 @@ import { randomBytes } from "node:crypto";
 import { link, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
-/** Where a key comes from: the variable's value, else the file it names, else DATA_DIR. */
 export type KeySource = { key: string | undefined; keyFile: string | undefined; dataDir: string };
 
 /**
- * A key's bytes: the variable's value (base64 or hex), else the file its _FILE variable names (a
- * mounted secret), else `<DATA_DIR>/<fileName>`, created on first use with 32 random bytes. The file
- * is created atomically and never replaced (written aside, then hard-linked into place, which fails
- * if another process got there first), so processes starting at once agree. Replicas that do not
- * share a DATA_DIR must share the variable.
+ * The variable, else its _FILE, else `<DATA_DIR>/<fileName>`, made atomically and never replaced (hard-linked
+ * into place) so processes starting at once agree. Replicas that do not share a DATA_DIR must share the variable.
  */
 export async function loadKey(source: KeySource, name: string, fileName: string): Promise<Uint8Array> {
   if (source.key !== undefined) return decodeKey(source.key, name);
@@ -34,7 +30,7 @@ export async function loadKey(source: KeySource, name: string, fileName: string)
   return decodeKey((await readFile(path, "utf8")).trim(), path);
 }
 
-/** Key text as bytes: hex when it reads as hex, else base64; at least 32 bytes. */
+/** Hex when it reads as hex, else base64; at least 32 bytes. */
 export function decodeKey(text: string, from: string): Uint8Array {
   const bytes =
     /^[0-9a-fA-F]+$/.test(text) && text.length % 2 === 0 ? Buffer.from(text, "hex") : Buffer.from(text, "base64");
@@ -42,7 +38,6 @@ export function decodeKey(text: string, from: string): Uint8Array {
   return bytes;
 }
 
-/** The page token key (PAGE_TOKEN_KEY, PAGE_TOKEN_KEY_FILE, or DATA_DIR/page-token.key). */
 export function loadPageTokenKey(source: KeySource): Promise<Uint8Array> {
   return loadKey(source, "PAGE_TOKEN_KEY", "page-token.key");
 }

@@ -2,11 +2,8 @@ import { DomainError } from "../errors.js";
 import { isUuid } from "../ids.js";
 
 /**
- * Where a keyset page starts: after the row whose id the page token names, or at the beginning
- * for an empty token. These tokens are for the operator lists on the internal port, whose rows
- * are never deleted and are ordered by (created_at, id): the token is the last id of the previous
- * page, which needs no signing because the list it is used with is already scoped by the caller.
- * Anything that is not a UUID is INVALID_PAGE_TOKEN.
+ * For the internal port's operator lists, whose rows are never deleted: the token is the previous page's last
+ * id, unsigned because the list is scoped by the caller. Anything but a UUID is INVALID_PAGE_TOKEN.
  */
 export function keysetAfter(pageToken: string): string | null {
   if (pageToken === "") return null;
@@ -15,9 +12,8 @@ export function keysetAfter(pageToken: string): string | null {
 }
 
 /**
- * Cuts the rows a store read with `limit = pageSize + 1` into one page and the token of the next
- * (empty on the last page). A token that yields no row at all named no row of this list (a token
- * is only issued when a row followed it), so it is INVALID_PAGE_TOKEN rather than an empty page.
+ * Rows read with `limit = pageSize + 1`. A token that yields no row named none of this list (tokens are issued
+ * only when a row followed), so it is INVALID_PAGE_TOKEN, not an empty page.
  */
 export function keysetPage<R>(
   rows: readonly R[],

@@ -6,21 +6,14 @@ export const PAGE_SIZE_MAX = 100;
 const invalid = () =>
   new DomainError("INVALID_PAGE_SIZE", `page_size must be a whole number from 1 to ${PAGE_SIZE_MAX}`);
 
-/**
- * decisions.md §5, the number: unset is 20, a set value must be 1 to 100. Services apply it to
- * what the request carries.
- */
+/** decisions.md §5: unset is 20, else 1 to 100. */
 export function pageSizeOf(value: number | undefined): number {
   if (value === undefined) return PAGE_SIZE_DEFAULT;
   if (!Number.isInteger(value) || value < 1 || value > PAGE_SIZE_MAX) throw invalid();
   return value;
 }
 
-/**
- * decisions.md §5, the query parameter: absent is the default; present, it is given once as 1 to
- * 3 ASCII digits (no sign, space or exponent) with a value from 1 to 100. The gateway applies it to
- * the query values of `page_size`, as parsed (every occurrence).
- */
+/** decisions.md §5: given at most once, as 1 to 3 ASCII digits (no sign, space or exponent), 1 to 100. */
 export function parsePageSize(values: readonly string[] | undefined): number {
   if (values === undefined) return PAGE_SIZE_DEFAULT;
   const [text] = values;

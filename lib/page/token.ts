@@ -4,24 +4,19 @@ import { DomainError } from "../errors.js";
 /** What a page token is bound to: used with anything else it is INVALID_PAGE_TOKEN (decisions.md §5). */
 export type PageBinding = {
   tenantId: string;
-  /** The route the list came in on (e.g. "signed" or "api"). */
   route: string;
-  /** Every filter of the list, unset ones included, so that adding or dropping one changes the binding. */
+  /** Unset ones included, so adding or dropping a filter changes the binding. */
   filters: Readonly<Record<string, string | undefined>>;
 };
 
-/** A page tokens issuer and reader for one key. Positions are JSON values: the keyset of the last row. */
+/** Positions are JSON values: the keyset of the last row. */
 export type PageTokens = {
   issue(binding: PageBinding, position: unknown): string;
-  /** The position a token carries, or INVALID_PAGE_TOKEN for anything this key did not issue for this binding. */
+  /** INVALID_PAGE_TOKEN for anything this key did not issue for this binding. */
   read<P>(binding: PageBinding, token: string): P;
 };
 
-/**
- * A timestamp as keyset positions carry it: UTC to the microsecond (Postgres's own precision, which
- * a JS Date would cut to milliseconds), as `to_char(t AT TIME ZONE 'UTC',
- * 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')` writes it.
- */
+/** UTC to the microsecond, which a JS Date would cut to milliseconds. */
 export function isPositionTimestamp(value: unknown): value is string {
   return typeof value === "string" && /^\d{4,}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(value);
 }
@@ -33,11 +28,8 @@ const MAX_TOKEN_CHARS = 512;
 const invalid = () => new DomainError("INVALID_PAGE_TOKEN", "page_token was not issued for this list");
 
 /**
- * Opaque, tamper-evident keyset page tokens: base64url of a version byte, the position as JSON, and
- * a truncated HMAC-SHA256 over the version, the binding and the position. The binding is not in the
- * token, only in the MAC, so a token used by another tenant, on the other route or with other
- * filters fails the check like a forged one; MACs are compared in constant time. A key rotation
- * invalidates the tokens in flight (clients start over from the first page).
+ * The binding is only in the MAC, so a token used by another tenant, route or filters fails like a forged
+ * one. A key rotation invalidates the tokens in flight (clients start over).
  */
 export function createPageTokens(key: Uint8Array): PageTokens {
   if (key.length < 32) throw new Error("a page token key needs at least 32 bytes");

@@ -58,10 +58,7 @@ export const moreSchemas: DescMessage[] = [
   testSchemas.intKeys,
 ];
 
-/**
- * A proto3 message with every scalar type singular, in a packed list, in an unpacked list, and as a
- * map value (t.All), and a map with int32 keys (t.IntKeys, left to toBinary): what proto/ does not use yet.
- */
+/** Every scalar type in every shape, and int32 map keys (left to toBinary): what proto/ does not use yet. */
 function everyScalarSchema(): { all: DescMessage; intKeys: DescMessage } {
   const types = Object.values(FieldDescriptorProto_Type).filter(
     (t): t is FieldDescriptorProto_Type =>

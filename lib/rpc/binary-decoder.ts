@@ -3,17 +3,9 @@ import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { ASCII_FAST_MAX } from "./text-encoding.js";
 
 /**
- * `fromBinary` for the messages an RPC carries, giving the same message at a fraction of the cost.
- * protobuf-es finds each field through its reflection API and sets it through a wrapper object
- * per message: decoding a 20-entry ListServersResponse cost the gateway more than the JSON reply
- * built from it. This decoder compiles each proto3 message schema once into a table of field
- * readers by number and sets the fields directly. The wire itself is read by protobuf-es's own
- * BinaryReader (tags, varints, strings and their UTF-8 validation, skipping unknown fields), so
- * what it accepts and how it reads a value does not change.
- *
- * Anything else goes to `fromBinary`: proto2 and editions schemas (defaults and presence on a
- * prototype chain), groups, and any input this decoder stops at (malformed bytes, nesting past
- * 100): `fromBinary` then answers it, message or error.
+ * `fromBinary`'s message, compiled once per proto3 schema into field readers that set fields directly.
+ * The wire is read by protobuf-es's own BinaryReader, so what is accepted does not change. Other schemas,
+ * groups and any input this decoder stops at go to `fromBinary`, which answers them.
  */
 export function decodeBinary<Desc extends DescMessage>(schema: Desc, bytes: Uint8Array): MessageShape<Desc> {
   try {
@@ -25,10 +17,7 @@ export function decodeBinary<Desc extends DescMessage>(schema: Desc, bytes: Uint
   return fromBinary(schema, bytes);
 }
 
-/**
- * The fast path alone: the message, or undefined when its schema is left to fromBinary; throws
- * for bytes it does not take. Exported for the tests, which hold it to fromBinary's messages.
- */
+/** Undefined when the schema is left to fromBinary; throws for bytes it does not take. Exported for tests. */
 export function decodeCompiled<Desc extends DescMessage>(
   schema: Desc,
   bytes: Uint8Array,
@@ -41,12 +30,8 @@ export function decodeCompiled<Desc extends DescMessage>(
 }
 
 /**
- * BinaryReader with a fast path for the strings an internal call carries: ids, names, versions,
- * nearly all short and ASCII. protobuf-es reads each string as a `subarray` (a Buffer object when
- * the bytes are a Buffer, as every body on the wire is) handed to a TextDecoder call: most of the
- * cost of decoding a list of servers (docs/performance.md). An all-ASCII string is read from the Buffer itself as
- * latin1, which for ASCII is its UTF-8 text (and valid UTF-8, so `strict` has nothing to refuse);
- * any other string, a plain Uint8Array's included, goes the BinaryReader's way.
+ * An all-ASCII string is read from the Buffer as latin1, which for ASCII is its UTF-8 text (and valid, so
+ * `strict` has nothing to refuse), not as a `subarray` plus TextDecoder; any other string goes the usual way.
  */
 class Reader extends BinaryReader {
   private readonly buffer: Buffer | undefined;
@@ -142,10 +127,8 @@ function zeroFactory(schema: DescMessage): () => AnyMessage {
     else if (member.presence === IMPLICIT) zeros.push([member.localName, zeroValue(member)]);
   }
   const typeName = schema.typeName;
-  // One object literal with every field, compiled for this schema: a loop of keyed stores shared
-  // by every schema is megamorphic (a dictionary lookup per field), and builds the object one
-  // property at a time. Names are the schema's own local names (JSON-quoted; protoCamelCase leaves
-  // no underscore, so never `__proto__`), values its zero factories.
+  // One literal compiled per schema: a keyed-store loop shared by every schema is megamorphic. Names are
+  // JSON-quoted local names (protoCamelCase leaves no underscore, so never `__proto__`).
   const fields = zeros.map(([name], i) => `${JSON.stringify(name)}: zeros[${i}]()`);
   const make = new Function("typeName", "zeros", `return () => ({ $typeName: typeName, ${fields.join(", ")} });`);
   return make(
@@ -154,10 +137,7 @@ function zeroFactory(schema: DescMessage): () => AnyMessage {
   ) as () => AnyMessage;
 }
 
-/**
- * `message[name] = value`, compiled for one name: one keyed store shared by every field of every
- * schema is megamorphic (a dictionary lookup per store); a store of its own per field is not.
- */
+/** Compiled per name: one keyed store shared by every field of every schema is megamorphic. */
 function propertySetter(name: string): (message: AnyMessage, value: unknown) => void {
   return new Function("message", "value", `message[${JSON.stringify(name)}] = value;`) as (
     message: AnyMessage,

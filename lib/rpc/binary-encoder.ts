@@ -9,18 +9,9 @@ import {
 } from "@bufbuild/protobuf";
 
 /**
- * `toBinary` for the messages an RPC answers with, byte for byte, at a fraction of the cost.
- * protobuf-es walks every message through its reflection API and writes into forks of chunks
- * that are copied again at each nesting level: encoding a 20-entry ListServersResponse was a
- * third of the servers service's CPU. This encoder compiles each message schema once into
- * per-field functions, measures the whole message first, then writes it into one buffer.
- *
- * It covers proto3 and editions messages as protobuf-es encodes them: implicit and explicit
- * presence, oneofs, packed and unpacked lists, maps with string keys, unknown fields. A schema
- * with anything else (groups or delimited messages, required fields, maps with other keys) is
- * encoded by `toBinary`, and so is any message holding a value this encoder does not expect
- * (a number out of an int32's range, a string where bytes belong): `toBinary` then writes what it
- * writes or throws what it throws.
+ * `toBinary`, byte for byte, compiled once per schema: the message is measured first, then written into
+ * one buffer (protobuf-es copies chunks at every nesting level). Schemas with groups, required fields or
+ * non-string map keys, and values this encoder does not expect, go to `toBinary`, which decides.
  */
 export function encodeBinary<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): Uint8Array {
   try {
@@ -52,13 +43,9 @@ export function encodeCompiled<Desc extends DescMessage>(
   return sink.buf;
 }
 
-/** A message read by its fields' local names. */
 type AnyMessage = Record<string, unknown>;
 
-/**
- * Where the write pass is: the output, its position, and the lengths the size pass measured (of
- * every nested message, packed list and string, in the order the write pass meets them).
- */
+/** `sizes`: the lengths the size pass measured, in the order the write pass meets them. */
 type Sink = { buf: Buffer; pos: number; sizes: number[]; next: number };
 
 type MessageCodec = {
@@ -520,7 +507,6 @@ function scalarCodec(type: ScalarType): ScalarCodec {
   }
 }
 
-/** A little-endian value of `size` bytes, once `check` took it. */
 function fixedCodec(
   size: 4 | 8,
   check: (value: unknown) => unknown,
@@ -552,7 +538,6 @@ function zigzag64({ lo, hi }: { lo: number; hi: number }): { lo: number; hi: num
   return { lo: (lo << 1) ^ sign, hi: ((hi << 1) | (lo >>> 31)) ^ sign };
 }
 
-/** Bytes of an unsigned 32-bit varint. */
 function varintSize(value: number): number {
   if (value < 0x80) return 1;
   if (value < 0x4000) return 2;

@@ -15,7 +15,7 @@ import type { UnaryRoute } from "./unary-routes.js";
 
 export type ConnectFormat = "binary" | "json";
 
-/** The Connect unary body format a Content-Type names, or undefined when the lean path does not take it. */
+/** Undefined when the lean path does not take it. */
 export function connectUnaryFormat(contentType: string | undefined): ConnectFormat | undefined {
   if (contentType === "application/proto") return "binary";
   if (contentType === "application/json" || contentType === "application/json; charset=utf-8") return "json";
@@ -23,11 +23,8 @@ export function connectUnaryFormat(contentType: string | undefined): ConnectForm
 }
 
 /**
- * Serves one Connect-protocol unary call (POST, uncompressed, binary or JSON) exactly as the
- * protocol defines it: `connect-timeout-ms` as the deadline, the answer's headers and its
- * `trailer-` prefixed trailers, errors as the JSON error body with the HTTP status of their code.
- * A body that does not parse as the method's input is `invalid_argument` (connect-node answers it
- * `internal`, which would blame the service for the caller's bytes).
+ * A body that does not parse as the method's input is `invalid_argument`; connect-node's `internal` would
+ * blame the service for the caller's bytes.
  */
 export async function serveConnectUnary(
   route: UnaryRoute,
@@ -50,11 +47,7 @@ export async function serveConnectUnary(
   answer(res, format, route, outcome);
 }
 
-/**
- * A JSON body's text: bytes that are not UTF-8 are invalid_argument (RFC 8259 requires UTF-8), not
- * decoded with U+FFFD in place of what the caller sent. A leading U+FEFF is kept, as
- * Buffer#toString kept it, and fails to parse as JSON.
- */
+/** Non-UTF-8 JSON is invalid_argument (RFC 8259), not U+FFFD; a leading U+FEFF is kept and fails to parse. */
 const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 function parse(route: UnaryRoute, format: ConnectFormat, body: Buffer) {

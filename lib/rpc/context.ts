@@ -7,11 +7,7 @@ import { decodeBinary } from "./binary-decoder.js";
 import { encodeBinary } from "./binary-encoder.js";
 import { headerValue } from "./http-exchange.js";
 
-/**
- * Trusted request context. The gateway (or replayctl on the internal port) sets these headers on
- * the RPCs it makes; public clients never reach a service directly, and the gateway never forwards
- * a client's own headers, so nothing a public client sends can set them.
- */
+/** Trusted: the gateway never forwards a client's own headers, and public clients never reach a service. */
 export const contextHeaders = {
   tenant: "x-replay-tenant",
   actor: "x-replay-actor-bin",
@@ -25,12 +21,11 @@ export const kRequestId = createContextKey<string | undefined>(undefined, { desc
 export const kTraceParent = createContextKey<TraceContext | undefined>(undefined, {
   description: "caller's trace hop",
 });
-/** This server's own hop of the call, a child of the caller's (set by traceInterceptor). */
+/** A child of the caller's hop (set by traceInterceptor). */
 export const kTrace = createContextKey<TraceContext | undefined>(undefined, { description: "this call's trace hop" });
 
 type HeaderSource = { headers: Record<string, string | string[] | undefined> };
 
-/** Reads the trusted context headers of an incoming RPC (the node adapter's contextValues hook). */
 export function readTrustedContext(req: HeaderSource): ContextValues {
   const values = createContextValues();
   const tenant = headerValue(req.headers[contextHeaders.tenant]);
@@ -44,7 +39,6 @@ export function readTrustedContext(req: HeaderSource): ContextValues {
   return values;
 }
 
-/** Headers that carry a trusted context on an outgoing RPC. */
 export function trustedHeaders(context: {
   tenantId?: string;
   actor?: Actor;
@@ -63,22 +57,19 @@ export function trustedHeaders(context: {
   return headers;
 }
 
-/** The tenant of a tenant-scoped RPC; its absence is a caller bug, refused as UNAUTHENTICATED. */
+/** Its absence is a caller bug, refused as UNAUTHENTICATED. */
 export function requireTenant(ctx: HandlerContext): string {
   const tenant = ctx.values.get(kTenant);
   if (!tenant) throw new DomainError("UNAUTHENTICATED", "this call needs a tenant context");
   return tenant;
 }
 
-/**
- * The call's hop: what its handler hands on, to the transactions that enqueue events
- * (`db.transaction(fn, { trace: traceOf(ctx) })`) and in its log lines (traceLogFields).
- */
+/** What a handler hands to its transactions (`{ trace: traceOf(ctx) }`) and log lines. */
 export function traceOf(ctx: { values: ContextValues }): TraceContext | undefined {
   return ctx.values.get(kTrace);
 }
 
-/** The acting member, when the caller's key is bound to one. */
+/** When the caller's key is bound to a member. */
 export function actorOf(ctx: HandlerContext): Actor | undefined {
   return ctx.values.get(kActor);
 }

@@ -8,7 +8,7 @@ import { kRequestId, kTenant, kTrace } from "./context.js";
 
 const log = logger("lib:rpc:errors");
 
-/** Turns a DomainError into the ConnectError that carries its contract code as an ErrorDetail. */
+/** The contract code travels as an ErrorDetail. */
 export function toConnectError(err: DomainError): ConnectError {
   return new ConnectError(
     err.detail,
@@ -19,13 +19,7 @@ export function toConnectError(err: DomainError): ConnectError {
   );
 }
 
-/**
- * The services' one error mapping (STYLE.md §7): a DomainError becomes a ConnectError with its
- * contract code; a ConnectError passes through; a failure after the caller went away is logged as
- * info (no fault here); a lost database connection is SERVICE_UNAVAILABLE
- * (retryable); anything else is a fault, logged with its cause and answered as a bare Internal
- * error so no SQL or stack reaches the caller.
- */
+/** The services' one error mapping (STYLE.md §7). A fault is answered as a bare Internal: no SQL or stack leaks. */
 export const errorInterceptor: Interceptor = (next) => async (req) => {
   try {
     return await next(req);
@@ -38,14 +32,12 @@ export const errorInterceptor: Interceptor = (next) => async (req) => {
       tenantId: req.contextValues.get(kTenant),
       ...traceLogFields(req.contextValues.get(kTrace)),
     };
-    // The caller went away mid-call (a cancelled or cut-off stream: its body ends in
-    // ERR_STREAM_PREMATURE_CLOSE or a reset): nothing failed here, and nobody reads the answer.
+    // The caller went away mid-call: nothing failed here, and nobody reads the answer.
     if (req.signal.aborted) {
       log.info({ ...fields, reason: String(err) }, "the caller went away mid-call");
       throw new ConnectError("the call was cancelled", Code.Canceled);
     }
-    // The database went away under the call (a failover, a restart): the infrastructure's fault,
-    // and the work rolled back with its connection, so the caller may retry.
+    // The work rolled back with its connection, so the caller may retry.
     if (isConnectionLoss(err)) {
       log.warn({ ...fields, err: String(err) }, "rpc handler lost its database connection");
       throw toConnectError(new DomainError("SERVICE_UNAVAILABLE", "the service's database is unavailable; retry"));
@@ -55,7 +47,6 @@ export const errorInterceptor: Interceptor = (next) => async (req) => {
   }
 };
 
-/** The contract code of a ConnectError from a service, or undefined when it carries none. */
 export function contractCodeOf(err: ConnectError): { code: ErrorCode; violations: FieldViolation[] } | undefined {
   const [detail] = err.findDetails(ErrorDetailSchema);
   if (!detail || !isErrorCode(detail.code)) return undefined;

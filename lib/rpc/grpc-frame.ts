@@ -4,13 +4,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 export const PREFIX_BYTES = 5;
 
 /**
- * Reads the one message of a unary gRPC (or gRPC-Web) request body, uncompressed. The 5-byte prefix
- * is judged as soon as it arrives, before any of the message: a length past `maxBytes` is
- * `resource_exhausted` and a compressed flag (the caller sent no grpc-encoding, or the lean path
- * would not have taken it) `invalid_argument`, at once, so a 4 GiB prefix is answered without
- * waiting for, or keeping, a byte more. A body that ends short of the length its prefix promised,
- * or holds more than one message, is `invalid_argument`: the caller's bytes, never `internal`.
- * A body cut short by the caller is `canceled`. What arrives after a refusal is read and dropped.
+ * The prefix is judged as soon as it arrives, so a 4 GiB length is refused without waiting for a byte more.
+ * Anything but exactly one message is the caller's bytes: `invalid_argument`, never `internal`.
  */
 export function readGrpcMessage(body: Readable, maxBytes: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -56,11 +51,9 @@ export function readGrpcMessage(body: Readable, maxBytes: number): Promise<Buffe
   });
 }
 
-/** Why a message prefix is refused before its message is read, or undefined when it is not. */
 function refusePrefix(flags: number, length: number, maxBytes: number): ConnectError | undefined {
   if (flags === 1) {
-    // The gRPC spec leaves INTERNAL or INVALID_ARGUMENT open: the bytes are the caller's, so it is
-    // invalid_argument, as every other malformed request of ours (docs/grpc-port.md).
+    // The gRPC spec allows INTERNAL too, but the bytes are the caller's (docs/grpc-port.md).
     return new ConnectError("message flagged compressed without a grpc-encoding", Code.InvalidArgument);
   }
   if (flags !== 0) return new ConnectError(`invalid message flags ${flags}`, Code.InvalidArgument);

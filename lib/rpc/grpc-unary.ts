@@ -8,7 +8,6 @@ import { headerObject, headerValue } from "./http-exchange.js";
 import { type CallOutcome, callOf, type LeanOptions, runUnaryCall } from "./unary-call.js";
 import type { UnaryRoute } from "./unary-routes.js";
 
-/** Whether a stream is gRPC (protobuf) that the lean path takes: a POST, uncompressed. */
 export function isLeanGrpc(headers: IncomingHttpHeaders): boolean {
   if (headers[":method"] !== "POST") return false;
   const type = headers["content-type"];
@@ -18,12 +17,8 @@ export function isLeanGrpc(headers: IncomingHttpHeaders): boolean {
 }
 
 /**
- * Serves one unary gRPC call the way recorders' stock gRPC clients make it: `grpc-timeout` as the
- * deadline, one length-prefixed message in, one out, the status in the trailers (or a
- * trailers-only answer for an error). Bytes that are not exactly one uncompressed message of the
- * method's input type are `invalid_argument`, the caller's fault, never `internal`. It works on the
- * HTTP/2 stream itself: the compatibility layer's request and response objects cost more than
- * the rest of the call.
+ * Bytes that are not exactly one message of the input type are `invalid_argument`, never `internal`. On the
+ * HTTP/2 stream itself: the compatibility layer's objects cost more than the rest of the call.
  */
 export async function serveGrpcUnary(
   route: UnaryRoute,
@@ -44,7 +39,7 @@ export async function serveGrpcUnary(
   answer(stream, outcome);
 }
 
-/** The message of a unary gRPC (or gRPC-Web) request, decoded as the method's input, or invalid_argument. */
+/** Or invalid_argument. */
 export function decodeMessage(route: UnaryRoute, bytes: Buffer) {
   try {
     return decodeBinary(route.method.input, bytes);
@@ -66,9 +61,7 @@ function answer(stream: ServerHttp2Stream, outcome: CallOutcome): void {
     headerObject(headers, grpcStatus(outcome.error));
     headers["content-type"] = "application/grpc";
     stream.respond({ ":status": 200, ...headers }, { endStream: true });
-    // Answered before the caller finished sending (a refused length prefix): RST_STREAM(NO_ERROR)
-    // after the complete answer asks it to stop sending (RFC 9113 §8.1), as grpc-go does, instead of
-    // leaving it to send, and us to read and drop, the rest of a body nobody will look at.
+    // Answered before the caller finished sending: RST_STREAM(NO_ERROR) asks it to stop (RFC 9113 §8.1).
     if (!stream.readableEnded) stream.close(constants.NGHTTP2_NO_ERROR);
     return;
   }
@@ -86,7 +79,7 @@ function answer(stream: ServerHttp2Stream, outcome: CallOutcome): void {
   stream.end(frame);
 }
 
-/** A length-prefixed gRPC frame: flags (0 a message, 0x80 gRPC-Web trailers), length, bytes. */
+/** Flags: 0 a message, 0x80 gRPC-Web trailers. */
 export function grpcFrame(flags: number, bytes: Uint8Array): Buffer {
   const frame = Buffer.allocUnsafe(PREFIX_BYTES + bytes.byteLength);
   frame[0] = flags;
@@ -95,18 +88,13 @@ export function grpcFrame(flags: number, bytes: Uint8Array): Buffer {
   return frame;
 }
 
-/**
- * An error's grpc-status, grpc-message and grpc-status-details-bin. The message is percent-encoded
- * as the gRPC spec says (only bytes outside 0x20-0x7E, and "%"): connect's encodeURIComponent
- * also encodes "+", "/" and the like, which grpc-js (decodeURI) then shows as "%2B".
- */
+/** grpc-message encoded as the gRPC spec says: connect's encodeURIComponent makes grpc-js show "+" as "%2B". */
 export function grpcStatus(error: ConnectError): Headers {
   const status = setTrailerStatus(new Headers(), error);
   status.set("grpc-message", percentEncode(error.rawMessage));
   return status;
 }
 
-/** A grpc-message value: UTF-8, percent-encoded outside printable ASCII (and "%"). */
 export function percentEncode(text: string): string {
   let out = "";
   for (const byte of Buffer.from(text, "utf8")) {

@@ -7,7 +7,6 @@ import { type HttpRequest, type HttpResponse, headerObject, headerValue, isAnswe
 import { type CallOutcome, callOf, type LeanOptions, runUnaryCall } from "./unary-call.js";
 import type { UnaryRoute } from "./unary-routes.js";
 
-/** Whether a request is gRPC-Web (binary protobuf, uncompressed) that the lean path takes. */
 export function isLeanGrpcWeb(req: HttpRequest): boolean {
   const type = req.headers["content-type"];
   if (type !== "application/grpc-web" && type !== "application/grpc-web+proto") return false;
@@ -17,11 +16,7 @@ export function isLeanGrpcWeb(req: HttpRequest): boolean {
 
 const TRAILER_FLAG = 0x80;
 
-/**
- * Serves one unary gRPC-Web call (binary; the base64 `-text` variant goes to connect-node): the
- * gRPC request framing, and the status as a trailer frame at the end of the body. Bytes that are
- * not one message of the input type are `invalid_argument`, as in the other protocols.
- */
+/** Bytes that are not one message of the input type are `invalid_argument`, as in the other protocols. */
 export async function serveGrpcWebUnary(
   route: UnaryRoute,
   req: HttpRequest,

@@ -7,33 +7,22 @@ const log = logger("lib:rpc:h2");
 const { NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_NO_ERROR } = http2.constants;
 
 /**
- * Whether the peer reset a stream before its answer was done: before it began (with any code,
- * NO_ERROR included: Node marks the stream aborted), or during it with an error code. A stream we
- * answered to the end closes with NO_ERROR. (Node ends the writable side of a reset stream itself,
- * so `writableFinished` cannot tell.)
+ * Reset before its answer began (any code, NO_ERROR too), or during it with an error code. Node ends a reset
+ * stream's writable side itself, so `writableFinished` cannot tell.
  */
 function isEarlyReset(stream: ServerHttp2Stream): boolean {
   return stream.aborted || !stream.headersSent || (stream.rstCode ?? NGHTTP2_NO_ERROR) !== NGHTTP2_NO_ERROR;
 }
 
 export type SessionGuard = {
-  /** Every stream of the session, as the server gets it. */
   onStream(stream: ServerHttp2Stream): void;
-  /** Looks for a stalled reader or a wedged decoder; called every `checkIntervalMs`. */
+  /** Every `checkIntervalMs`. */
   check(now: number): void;
 };
 
 /**
- * What node:http2 does not watch on a server session, watched:
- * - early resets: streams the peer resets before their answer was done (isEarlyReset), whatever
- *   the error code: Node's own limiter never counts a reset with NO_ERROR.
- *   Past a burst and a rate (H2_LIMITS), the session is sent GOAWAY(ENHANCE_YOUR_CALM) and cut.
- * - a stalled reader: data owed on a stream and too little of it read for `stallTimeoutMs`.
- * - a wedged decoder: nghttp2 answers a header field too large for HPACK (over 64 KiB) with
- *   GOAWAY(COMPRESSION_ERROR) and stops reading, but Node never closes the connection, so the
- *   caller waits for its deadline (C-core forever without one). The session is then seen to have
- *   begun a stream Node never gave us; a PING it cannot even write (or one unanswered within
- *   `wedgeTimeoutMs`) proves it reads nothing any more, and it is cut.
+ * What node:http2 does not watch (docs/http2-limits.md): early resets, stalled readers, and a decoder wedged
+ * by an oversized header field, after which Node never closes the connection and the caller waits forever.
  */
 export function guardSession(session: ServerHttp2Session, limits: H2Limits, now = Date.now()): SessionGuard {
   const streams = new Set<ServerHttp2Stream>();

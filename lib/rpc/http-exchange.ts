@@ -3,18 +3,12 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Readable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 
-/** A request and its response, on HTTP/1.1 or HTTP/2 (the compatibility API): the lean path serves both. */
 export type HttpRequest = IncomingMessage | Http2ServerRequest;
 export type HttpResponse = ServerResponse | Http2ServerResponse;
 
-/** A request body: the request of either HTTP version, or an HTTP/2 stream with its headers apart. */
 type BodySource = Readable & { headers?: IncomingHttpHeaders };
 
-/**
- * Reads a whole request body of at most `maxBytes`. A larger one (declared or sent) is
- * `resource_exhausted`, as connect-node's readMaxBytes answers it; a body cut short by the caller
- * is `canceled`.
- */
+/** Larger than `maxBytes` (declared or sent): `resource_exhausted`, as connect-node; cut short: `canceled`. */
 export function readBody(
   req: BodySource,
   maxBytes: number,
@@ -48,10 +42,7 @@ function tooLarge(maxBytes: number): ConnectError {
   return new ConnectError(`message larger than ${maxBytes} bytes`, Code.ResourceExhausted);
 }
 
-/**
- * Headers of the HTTP exchange itself, never a call's metadata: an error caught from a backend
- * carries its response's headers, which written into another response would break it.
- */
+/** Never a call's metadata: a backend error's response headers, written into another response, break it. */
 export const EXCHANGE_HEADERS: ReadonlySet<string> = new Set([
   "connection",
   "content-length",
@@ -61,7 +52,6 @@ export const EXCHANGE_HEADERS: ReadonlySet<string> = new Set([
   "transfer-encoding",
 ]);
 
-/** Headers (and Connect's `trailer-` prefixed trailers) as a plain object for writeHead. */
 export function headerObject(
   target: Record<string, string>,
   headers: Headers | undefined,
@@ -73,35 +63,26 @@ export function headerObject(
   return target;
 }
 
-/** Whether the caller is still there to be answered. */
 export function isAnswerable(res: HttpResponse): boolean {
   return !res.headersSent && !res.writableEnded && !res.destroyed;
 }
 
-/** The response side of an exchange, on either HTTP version, or an HTTP/2 stream itself. */
 export type CallerExchange = {
   once(event: "close", listener: () => void): unknown;
   readonly headersSent: boolean;
   readonly closed?: boolean;
   readonly destroyed?: boolean;
-  /** An HTTP/2 compatibility response's stream: the response itself has no `closed`. */
+  /** The HTTP/2 compatibility response itself has no `closed`. */
   readonly stream?: { readonly closed: boolean; readonly destroyed: boolean };
 };
 
-/**
- * Whether the exchange closed before its answer was begun: the caller reset its stream or
- * dropped its connection (an HTTP/2 stream reset by the caller counts as ended, so the headers
- * tell, not the writable side).
- */
+/** Closed before its answer began; for a reset HTTP/2 stream the headers tell, not the writable side. */
 export function isCallerGone(res: CallerExchange): boolean {
   const target = res.stream ?? res;
   return !res.headersSent && (target.closed === true || target.destroyed === true);
 }
 
-/**
- * Calls `listener` once if the exchange closes before its answer was begun, at once if it
- * already has (a handler may first ask for its signal after the caller left).
- */
+/** At once if the caller is gone already: a handler may first ask for its signal after the caller left. */
 export function onCallerGone(res: CallerExchange, listener: () => void): void {
   if (isCallerGone(res)) {
     listener();
@@ -112,7 +93,6 @@ export function onCallerGone(res: CallerExchange, listener: () => void): void {
   });
 }
 
-/** The first value of a request header Node may have kept as a list. */
 export function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }

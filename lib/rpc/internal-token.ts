@@ -4,16 +4,10 @@ import type { Interceptor } from "@connectrpc/connect";
 import { percentEncode } from "./grpc-unary.js";
 import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 
-/**
- * The shared secret of the internal network (INTERNAL_TOKEN): the gateway, replayctl
- * (REPLAYCTL_TOKEN) and recorder clients send it as `authorization: Bearer <token>` on every call
- * to the internal admin API and the services. grpc.health.v1 stays open: it tells nothing but
- * "serving", and Kubernetes' gRPC probes cannot send headers.
- */
+/** grpc.health.v1 stays open: it tells nothing but "serving", and Kubernetes' gRPC probes send no headers. */
 const HEADER = "authorization";
 const OPEN_PREFIX = "/grpc.health.v1.Health/";
 
-/** Sets the token on every call of a Connect client. */
 export function internalTokenInterceptor(token: string): Interceptor {
   const value = `Bearer ${token}`;
   return (next) => (req) => {
@@ -27,11 +21,7 @@ export function internalTokenHeaders(token: string | undefined): Record<string, 
   return token === undefined ? {} : { [HEADER]: `Bearer ${token}` };
 }
 
-/**
- * Whether a request may reach the RPC handlers: it carries one of the accepted tokens (the
- * token, and during a rotation the one also accepted). Digests of equal length are compared in
- * constant time, each of them, so neither a token's content nor its length leaks through timing.
- */
+/** Digests compared in constant time, every one of them: neither a token's content nor its length leaks. */
 export function isAdmitted(
   path: string | undefined,
   headers: IncomingHttpHeaders,
@@ -46,7 +36,6 @@ export function isAdmitted(
   return admitted;
 }
 
-/** The accepted tokens as isAdmitted compares them, digested once. */
 export function acceptedDigests(tokens: readonly string[]): Buffer[] {
   return tokens.map(digest);
 }
@@ -58,11 +47,7 @@ function digest(text: string): Buffer {
 
 const MESSAGE = "this internal endpoint needs the internal token (authorization: Bearer <INTERNAL_TOKEN>)";
 
-/**
- * Refuses a call as UNAUTHENTICATED in the caller's own protocol, before any RPC machinery runs:
- * gRPC and gRPC-Web as a trailers-only response (grpc-status 16), Connect as HTTP 401 with a
- * Connect error body, which every Connect client maps to `unauthenticated`.
- */
+/** UNAUTHENTICATED in the caller's own protocol, before any RPC machinery runs. */
 export function refuseUnauthenticated(req: HttpRequest, res: HttpResponse): void {
   const contentType = req.headers["content-type"] ?? "";
   // The request body is not wanted; let the stream end without reading it.

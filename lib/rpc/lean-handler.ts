@@ -7,11 +7,8 @@ import type { LeanOptions } from "./unary-call.js";
 import type { UnaryRoute } from "./unary-routes.js";
 
 /**
- * The lean path: unary calls in the Connect protocol (POST, binary or JSON, uncompressed) on
- * HTTP/1.1 or HTTP/2, in gRPC-Web (binary), and (below) in gRPC on HTTP/2 streams, served straight
- * from the request with the same ServiceImpl handlers and interceptors. It answers whether it took
- * the request; what it does not take (streams, gRPC-Web text, Connect GET, compressed bodies, unknown
- * paths) goes to connect-node. Which port serves what, by which code: the top of server.ts.
+ * Unary calls served straight from the request with the same handlers and interceptors; returns whether it
+ * took the request (the rest goes to connect-node: docs/grpc-port.md).
  */
 export function createLeanHandler(
   routes: ReadonlyMap<string, UnaryRoute>,
@@ -36,7 +33,6 @@ export function createLeanHandler(
   };
 }
 
-/** The lean path for an HTTP/2 stream: gRPC unary calls, served on the stream itself. */
 export function createLeanStreamHandler(
   routes: ReadonlyMap<string, UnaryRoute>,
   options: LeanOptions,

@@ -19,9 +19,8 @@ export type LeanTransportOptions = {
   baseUrl: string;
   /** Sent on every call (the internal token). */
   headers?: Record<string, string>;
-  /** Most connections kept to the backend; calls beyond it queue. */
+  /** Calls beyond it queue. */
   connections?: number;
-  /** The deadline of a call that sets none. */
   defaultTimeoutMs?: number;
 };
 
@@ -29,19 +28,12 @@ type HeaderInit = ConstructorParameters<typeof Headers>[0];
 
 export type LeanTransport = Transport & { close(): Promise<void> };
 
-/**
- * How long past the call's deadline the client waits for the server's own `deadline_exceeded`
- * before it gives up on its own: the server enforces the deadline exactly (connect-timeout-ms);
- * this only guards against a server that cannot answer at all.
- */
+/** The server enforces the deadline itself; this only guards against one that cannot answer at all. */
 const DEADLINE_GRACE_MS = 1_000;
 
 /**
- * A Connect-protocol client transport for unary calls that costs what the wire costs: binary
- * bodies on an undici Pool of HTTP/1.1 keep-alive connections, no per-call AbortController,
- * Headers or URL objects unless the caller brings a signal or reads the response headers. Errors
- * come back as connect-node's would (code, message, details). Streaming calls, which the internal
- * hop does not make today, go through connect-node's own transport.
+ * Connect unary calls over HTTP/1.1 keep-alive, with no per-call AbortController, Headers or URL unless
+ * asked for; errors as connect-node's would be. Streams go through connect-node's own transport.
  */
 export function createLeanTransport(options: LeanTransportOptions): LeanTransport {
   keepByteOrderMarks();
@@ -64,8 +56,7 @@ export function createLeanTransport(options: LeanTransportOptions): LeanTranspor
         throw new ConnectError("the call's deadline passed", Code.DeadlineExceeded);
       }
       const message = isMessage(input, method.input) ? input : create(method.input, input);
-      // Not `{ ...fixed }`: V8 (Node 20) adds properties to a spread clone on its slow path, and a
-      // copy made by Object.assign takes the fast one (docs/engineering.md; figures in docs/performance.md).
+      // Not `{ ...fixed }`: properties added to a spread clone take V8's slow path (docs/engineering.md).
       const headers: Record<string, string> = Object.assign({}, fixed);
       addHeaders(headers, header);
       if (timeoutMs !== undefined) headers["connect-timeout-ms"] = String(Math.ceil(timeoutMs));
@@ -124,11 +115,7 @@ export function createLeanTransport(options: LeanTransportOptions): LeanTranspor
 
 type Exchange = { statusCode: number; headers: RawHeaders; body: Buffer };
 
-/**
- * One request on the pool through undici's handler API: the answer collected as bytes, without the
- * Readable body, AsyncResource and promise machinery of `pool.request` (a fifth of the gateway's
- * per-call cost of the hop). The signal, when there is one, aborts the request at any stage.
- */
+/** Through undici's handler API, without `pool.request`'s Readable body and AsyncResource per call. */
 function exchange(pool: Pool, options: Dispatcher.DispatchOptions, signal: AbortSignal | undefined): Promise<Exchange> {
   return new Promise((resolve, reject) => {
     let abort: ((reason?: Error) => void) | undefined;
@@ -189,7 +176,6 @@ function addHeaders(target: Record<string, string>, header: HeaderInit | undefin
 
 type RawHeaders = Record<string, string | string[] | undefined>;
 
-/** The call's response headers and its `trailer-` prefixed trailers, without the exchange's own. */
 function splitTrailers(raw: RawHeaders): { header: Headers; trailer: Headers } {
   const header = new Headers();
   const trailer = new Headers();
@@ -204,12 +190,7 @@ function splitTrailers(raw: RawHeaders): { header: Headers; trailer: Headers } {
   return { header, trailer };
 }
 
-/**
- * A call's answer; its headers and trailers are split from the raw ones on first read. A class, not
- * an object literal with getters: a literal's getters are new closures per call that V8 keeps in
- * the old generation, which drags each call's objects through every young collection
- * (lib/rpc/unary-call.ts, LazyResponse).
- */
+/** Headers split on first read. A class, not a literal with getters (docs/engineering.md). */
 class LeanResponse<I extends DescMessage, O extends DescMessage> {
   readonly stream = false;
   readonly service: DescMethodUnary<I, O>["parent"];
@@ -239,7 +220,6 @@ class LeanResponse<I extends DescMessage, O extends DescMessage> {
   }
 }
 
-/** A Connect error body (or, failing that, the HTTP status) as the ConnectError it stands for. */
 function errorOf(status: number, raw: RawHeaders, body: Buffer): ConnectError {
   const { header, trailer } = splitTrailers(raw);
   trailer.forEach((value, name) => {
@@ -255,7 +235,7 @@ function errorOf(status: number, raw: RawHeaders, body: Buffer): ConnectError {
   }
 }
 
-/** What went wrong on the wire, as the code a connect-node client would have given it. */
+/** The code a connect-node client would have given it. */
 function transportError(err: unknown, signal: AbortSignal | undefined): ConnectError {
   if (err instanceof ConnectError) return err;
   if (signal?.aborted) return ConnectError.from(signal.reason, Code.Canceled);

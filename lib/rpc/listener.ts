@@ -12,16 +12,11 @@ const SNIFF_TIMEOUT_MS = 30_000;
 
 export type DualListener = {
   readonly server: net.Server;
-  /** Stops accepting; in-flight requests finish for up to `graceMs`, then every connection is cut. */
+  /** In-flight requests finish for up to `graceMs`, then every connection is cut. */
   close(graceMs: number): Promise<void>;
 };
 
-/**
- * One port, two protocols: HTTP/2 cleartext (stock gRPC clients of the recorders, connect-node
- * clients, buf curl) and HTTP/1.1 keep-alive (the lean internal hop, whose per-call cost is the
- * lowest measured). The first bytes of a connection tell which; the socket is then handed, bytes
- * unread, to the server of that protocol.
- */
+/** h2c (stock gRPC clients) and HTTP/1.1 keep-alive (the lean hop) on one port, told apart by the first bytes. */
 export function createDualListener(
   onRequest: (req: HttpRequest, res: HttpResponse) => void,
   onStream: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => boolean,
@@ -70,7 +65,6 @@ export function createDualListener(
       seen = Buffer.concat([seen, chunk]);
       const length = Math.min(seen.length, H2_PREFACE.length);
       const isH2 = seen.subarray(0, length).equals(H2_PREFACE.subarray(0, length));
-      // Too few bytes to tell yet: wait for more.
       if (isH2 && seen.length < H2_PREFACE.length) return;
       socket.off("readable", sniff);
       socket.setTimeout(0);
@@ -82,9 +76,8 @@ export function createDualListener(
     // A connection that never says which protocol it speaks does not keep its socket.
     socket.setTimeout(SNIFF_TIMEOUT_MS, () => socket.destroy());
   });
-  // h1 never listens itself, and node's http server tracks its connections (closeIdleConnections,
-  // closeAllConnections, the headersTimeout and requestTimeout checks) only from its 'listening'
-  // event: without it a drain never closed a connection whose request hung, nor an idle one.
+  // node's http server tracks its connections only from its 'listening' event, which h1 never gets
+  // itself: without it a drain closed neither idle connections nor hung ones.
   server.on("listening", () => h1.emit("listening"));
   return {
     server,

@@ -7,23 +7,18 @@ import type { HttpRequest, HttpResponse } from "./http-exchange.js";
 
 const log = logger("lib:rpc:server");
 
-/** Connect codes as metric labels ("not_found", ...), "ok" for success: a closed set. */
+/** A closed set, "ok" for success. */
 const codeNames = new Map<Code, string>(
   Object.entries(Code)
     .filter(([, value]) => typeof value === "number")
     .map(([name, value]) => [value as Code, name.replace(/[a-z](?=[A-Z])/g, "$&_").toLowerCase()]),
 );
 
-/** A Connect code as its protocol name ("not_found"), as metric labels and span attributes show it. */
 export function codeName(code: Code): string {
   return codeNames.get(code) ?? "unknown";
 }
 
-/**
- * Counts and times every RPC a server handles, by service, method and code, and logs it at debug
- * level (with the trace id: LOG_LEVEL=debug follows a request through the services). It runs
- * outside the error interceptor, so a DomainError is counted under the Connect code the caller receives.
- */
+/** Outside the error interceptor, so a DomainError counts under the Connect code the caller receives. */
 export const metricsInterceptor: Interceptor = (next) => async (req) => {
   const started = performance.now();
   const labels = { service: req.service.typeName, method: req.method.name, code: "ok" };
@@ -43,12 +38,10 @@ export const metricsInterceptor: Interceptor = (next) => async (req) => {
   }
 };
 
-/** Whether the request is a scrape of GET /metrics. */
 export function isMetricsScrape(req: HttpRequest): boolean {
   return req.method === "GET" && (req.url === "/metrics" || req.url?.startsWith("/metrics?") === true);
 }
 
-/** Answers a scrape with the process's metrics. */
 export async function serveMetrics(res: HttpResponse): Promise<void> {
   try {
     const { contentType, body } = await metricsText();

@@ -6,24 +6,17 @@ import { peerCalls } from "../metrics.js";
 import { createTransportPool } from "./clients.js";
 import { codeName } from "./metrics.js";
 
-/**
- * The deadline of a call to another service that a request waits on (a lookup of what that service
- * owns): one indexed read there. Past it the request answers 503 SERVICE_UNAVAILABLE with
- * Retry-After rather than holding its caller for the whole request deadline.
- */
+/** One indexed read at the owner; past it, 503 rather than holding the caller for its whole deadline. */
 export const PEER_TIMEOUT_MS = 2_000;
 
-/** Clients of the other processes (a service, or the gateway's internal port), for lookups of what they own. */
 export type Peers = {
   client<S extends DescService>(service: S, owner: ProcessName): Client<S>;
   close(): Promise<void>;
 };
 
 /**
- * Clients of the other services on the internal network (the internal token on every call), each
- * call sent where `serviceUrl` says at the time of the call: the embedded mode learns its
- * services' ports only once they all listen. A call without a deadline of its own gets
- * PEER_TIMEOUT_MS, and any failure comes back as ownerUnavailable's 503, so no caller repeats either.
+ * `serviceUrl` is asked at each call: the embedded mode learns its ports only once all listen. Calls get
+ * PEER_TIMEOUT_MS unless they set a deadline, and any failure is ownerUnavailable's 503.
  */
 export function createPeers(serviceUrl: (owner: ProcessName) => string, token: string | undefined): Peers {
   const pool = createTransportPool({ token });
@@ -50,11 +43,7 @@ export function createPeers(serviceUrl: (owner: ProcessName) => string, token: s
   };
 }
 
-/**
- * A failed call to the service that owns what a request needs: whatever went wrong there (down,
- * too slow, refusing), the request cannot be answered now and may be retried, so it is a 503
- * SERVICE_UNAVAILABLE (with Retry-After at the gateway), never a 500 nor the owner's own error.
- */
+/** Whatever went wrong at the owner, the request may be retried: 503, never a 500 nor the owner's own error. */
 export function ownerUnavailable(owner: ProcessName, err: unknown): DomainError {
   const why = err instanceof ConnectError ? err.code : "error";
   return new DomainError("SERVICE_UNAVAILABLE", `the ${owner} service did not answer; retry`, [], {

@@ -1,29 +1,7 @@
-// Which port serves which protocol on which path, and by which code: the one place this is written.
-//
-// The public port (PORT, gateway/app.ts, Fastify, HTTP/1.1 only): the REST API of the route table
-// (gateway/routes/table.ts: /v1/api/*, /v1/replays*, /v1/webhooks*, each route naming its
-// authentication, API key or signature), /healthz, /readyz, /openapi.json and /docs. No RPC
-// protocol is served there.
-//
-// Every internal port is one createRpcServer (below): the gateway's INTERNAL_PORT (the identity
-// admin service, and every service forwarded to its own port by gateway/forward.ts, so replayctl
-// and recorders need one address), and each service's own port (PORT in the distributed mode,
-// MARKERS_PORT ... WEBHOOKS_PORT on 127.0.0.1 in the embedded one). Each serves, over HTTP/1.1 and
-// h2c alike (listener.ts tells them apart by the first bytes), on /<package.Service>/<Method>:
-//
-// | protocol | taken by the lean path (lean-handler.ts)                   | left to connect-node (same handlers)    |
-// | -------- | ---------------------------------------------------------- | --------------------------------------- |
-// | Connect  | unary POST, proto or JSON, uncompressed (connect-unary.ts) | GET, streams, compressed bodies         |
-// | gRPC     | unary on an h2c stream, uncompressed (grpc-unary.ts)       | streams, compressed, +json              |
-// | gRPC-Web | unary, binary, uncompressed (grpc-web-unary.ts)            | the -text variants, compressed, streams |
-//
-// Each request is answered by exactly one of the two: the lean path answers whether it took it, and
-// connect-node gets only what it did not. Before both: the internal token (internal-token.ts; an
-// open grpc.health.v1.Health, registered here when isReady is given) and GET /metrics
-// (metrics.ts). A path that names no method: unknown-method.ts (UNIMPLEMENTED in gRPC and gRPC-Web,
-// 404 in Connect). The lean gRPC-Web path is no duplicate of connect-node's: on a body that is not
-// the method's input connect-node answers another status than invalid_argument, which every
-// protocol answers (lib/rpc/lean.test.ts). What a port accepts in detail: docs/grpc-port.md.
+// Every internal port (what each protocol takes where: docs/grpc-port.md). Each request is answered by exactly
+// one of the lean path and connect-node: the lean path answers whatever it took. The lean gRPC-Web path is no
+// duplicate: connect-node answers a body that is not the method's input with another status than
+// invalid_argument (lib/rpc/lean.test.ts).
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
@@ -51,9 +29,8 @@ const log = logger("lib:rpc:server");
 
 export type RpcServer = {
   readonly port: number;
-  /** Where to call it from this machine (loopback, whatever it bound). */
+  /** Loopback, whatever it bound. */
   readonly url: string;
-  /** The address it really bound. */
   readonly boundUrl: string;
   /** Stops accepting, lets in-flight RPCs finish for up to `graceMs`, then cuts what is left. */
   close(graceMs?: number): Promise<void>;
@@ -64,31 +41,20 @@ export type RpcServerOptions = {
   port: number;
   host?: string;
   /**
-   * Run inside the built-in ones. On the lean path a unary request's `signal` and `header` and a
-   * response's `header`, `trailer` and `message` are prototype getters (unary-call.ts says why): an
-   * interceptor that answers a copy names them, `{ ...res, message: res.message }`.
+   * Run inside the built-in ones. On the lean path requests' and responses' fields are prototype getters
+   * (unary-call.ts): an interceptor that answers a copy names them, `{ ...res, message: res.message }`.
    */
   interceptors?: Interceptor[];
   name: string;
-  /**
-   * INTERNAL_TOKEN (and during a rotation INTERNAL_TOKEN_ACCEPTED): when any is set, a call with
-   * none of them is refused before it reaches any handler.
-   */
+  /** When any is set, a call with none of them is refused before any handler. */
   acceptedTokens?: readonly string[];
-  /**
-   * Whether the process can serve (its database, its bus; cheap). When given, the port serves
-   * grpc.health.v1.Health, which knows every service `routes` registered (and itself): what a
-   * probe may ask for is what the port serves, kept by no list of names.
-   */
+  /** Cheap. When given, the port serves grpc.health.v1.Health for every service `routes` registered. */
   isReady?: () => Promise<boolean>;
 };
 
 /**
- * Serves Connect, gRPC and gRPC-Web on one port (the table at the top of this file): the gateway
- * and replayctl call it in the Connect protocol over HTTP/1.1 keep-alive, recorder infrastructure
- * with stock gRPC clients over h2c. Every handler runs behind the error interceptor and sees the
- * trusted context (tenant, actor, request id). GET /metrics answers the process's metrics
- * (lib/metrics.ts), behind the internal token like every call.
+ * Serves Connect, gRPC and gRPC-Web on one port. Every handler runs behind the error interceptor and sees
+ * the trusted context; GET /metrics is behind the internal token like every call.
  */
 export async function createRpcServer(options: RpcServerOptions): Promise<RpcServer> {
   keepByteOrderMarks();
@@ -114,11 +80,8 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
     contextValues: readTrustedContext,
     readMaxBytes: READ_MAX_BYTES,
     jsonOptions: STRICT_JSON,
-    // gzip is accepted (a stock gRPC client may send it; compression.ts bounds what it inflates to)
-    // but never asked for inside the cluster: the gateway's hop sends and accepts none, since gzip
-    // there costs more CPU than the bytes it saves (it was the largest single cost of a servers
-    // list in the gateway benchmark: docs/performance.md). Compressed calls are
-    // served here, by connect-node; the lean path takes only uncompressed ones.
+    // gzip is accepted from stock gRPC clients (served by connect-node), never asked for inside the
+    // cluster: there it costs more CPU than the bytes it saves.
     acceptCompression: ACCEPT_COMPRESSION,
     compressMinBytes: COMPRESS_MIN_BYTES,
     fallback: (req, res) => answerUnknownMethod(req, res as HttpResponse),
@@ -159,14 +122,12 @@ export async function createRpcServer(options: RpcServerOptions): Promise<RpcSer
   };
 }
 
-/** Requests to services are small; anything larger is a bug or abuse. Also the bound on what a compressed message inflates to. */
+/** Requests to services are small; anything larger is a bug or abuse. Also bounds what gzip inflates to. */
 const READ_MAX_BYTES = 4 * 1024 * 1024;
 
 /**
- * JSON bodies decoded strictly: bytes that are not UTF-8 are invalid_argument, as on the lean path
- * (connect-unary.ts), not text with U+FFFD in place of what the caller sent. A leading U+FEFF is
- * kept (and then fails to parse as JSON) on both paths alike. `textDecoder` is read by
- * connect's JSON serialization though its option type does not name it.
+ * Non-UTF-8 JSON is invalid_argument as on the lean path, not U+FFFD; a leading U+FEFF is kept (and fails)
+ * on both alike. Connect reads `textDecoder` though its option type does not name it.
  */
 const STRICT_JSON: { ignoreUnknownFields: boolean } = Object.assign(
   { ignoreUnknownFields: true },
@@ -174,13 +135,8 @@ const STRICT_JSON: { ignoreUnknownFields: boolean } = Object.assign(
 );
 
 /**
- * On HTTP/2, once connect-node's answer is complete, resets a request stream the caller is still
- * sending on with NO_ERROR, which asks it to stop (RFC 9113 §8.1), as the lean gRPC path does: a
- * message refused by its length prefix (4 GiB) is answered at once, and the stream would otherwise
- * stay open as long as the caller keeps it. The reset waits until the trailers are on the wire
- * (the stream's local side closed): sent while they are still queued, it overtook them and the
- * caller got no status. A few turns of the event loop are enough; a caller that does not read
- * even that long keeps its stream, for the connection's own limits to cut.
+ * Resets with NO_ERROR (RFC 9113 §8.1) a stream the caller still sends on once answered (say, refused by its
+ * length prefix), or it stays open. Only after the trailers are on the wire: a reset overtakes queued trailers.
  */
 function endStreamWhenAnswered(req: HttpRequest, res: HttpResponse): void {
   if (!("stream" in res)) return;
@@ -194,10 +150,9 @@ function endStreamWhenAnswered(req: HttpRequest, res: HttpResponse): void {
   stream.once("wantTrailers", () => setImmediate(resetOnceSent));
 }
 
-/** How many turns of the event loop a finished answer's trailers get to reach the wire before the reset is dropped. */
+/** A caller that does not read even this long keeps its stream, for the connection's limits to cut. */
 const RESET_TURNS = 20;
 
-/** Every service registered on a router, by its fully-qualified name, and grpc.health.v1.Health itself. */
 function servedServices(router: ConnectRouter): string[] {
   return [...new Set([...router.handlers.map((handler) => handler.service.typeName), Health.typeName])];
 }

@@ -5,12 +5,7 @@ let configured = false;
 /** Longer strings go to TextEncoder or TextDecoder, whose fixed cost per call no longer dominates. */
 export const ASCII_FAST_MAX = 256;
 
-/**
- * The UTF-8 bytes of a short all-ASCII string (ids, names, versions: nearly every string an
- * internal call carries), or undefined for any other. TextEncoder costs about ten times as much per
- * short string, and protobuf-es encodes every string field with it: it was a tenth of the servers
- * service's CPU for a 20-entry ListServersResponse. ASCII encodes to the same bytes either way.
- */
+/** Nearly every string of an internal call is short ASCII, where TextEncoder's per-call cost dominates. */
 function encodeAscii(text: string): Uint8Array<ArrayBuffer> | undefined {
   const length = text.length;
   if (length > ASCII_FAST_MAX) return undefined;
@@ -24,12 +19,8 @@ function encodeAscii(text: string): Uint8Array<ArrayBuffer> | undefined {
 }
 
 /**
- * Makes protobuf's binary decoding keep a leading U+FEFF in string fields. protobuf-es decodes
- * every string with a default TextDecoder, which drops a leading U+FEFF as a byte order mark, so a
- * name "\ufeffx" arrived at a service as "x" and "\ufeff" as "" (INVALID_NAME), although U+FEFF is
- * not White_Space and decisions.md §4 trims nothing else. createRpcServer and createLeanTransport
- * call it, so every process that serves or makes internal calls decodes this way. Calling it
- * again changes nothing.
+ * protobuf-es's default TextDecoder drops a leading U+FEFF as a byte order mark, but U+FEFF is not
+ * White_Space and decisions.md §4 trims nothing else. Idempotent; every RPC server and lean client calls it.
  */
 export function keepByteOrderMarks(): void {
   if (configured) return;

@@ -11,14 +11,8 @@ import { DomainError } from "../errors.js";
 import { hasNul } from "../text.js";
 
 /**
- * Refuses, before any handler, a request whose message holds a string with U+0000 anywhere (a
- * field, a list element, a map key or value, at any depth), as INVALID_ARGUMENT naming the field.
- * Postgres cannot store U+0000 in text, so without this such a value answered 500 ("invalid byte
- * sequence 0x00") from whatever handler wrote it. It is generic on purpose: the services take free
- * text the contract gives no rule for (a recorder's plugin version, a tenant's name), and NUL is
- * refused in all of it. The other control characters are a per-field rule, left to each field's
- * own parser (server and category names: INVALID_NAME, decisions.md §1). The gateway keeps the
- * public API's own codes by never forwarding a NUL (gateway/routes/json.ts).
+ * U+0000 anywhere in a message is INVALID_ARGUMENT before any handler: Postgres cannot store it, and free text
+ * the contract has no rule for would answer 500. Other control characters are each field's own rule.
  */
 export const textGuard: Interceptor = (next) => async (req) => {
   if (!req.stream) {
@@ -38,7 +32,7 @@ export const textGuard: Interceptor = (next) => async (req) => {
   });
 };
 
-/** The path of the first string in `message` that holds U+0000 (`actor.granted_server_ids[1]`), or undefined. */
+/** E.g. `actor.granted_server_ids[1]`. */
 export function nulPath<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): string | undefined {
   return nulField(reflect(schema, message), "");
 }

@@ -4,13 +4,8 @@ import { kRequestId, kTrace, kTraceParent } from "./context.js";
 import { codeName } from "./metrics.js";
 
 /**
- * Makes each RPC a server handles a hop of its caller's trace (the traceparent of the trusted
- * context; a call that brings none, a recorder's check-in say, starts a trace) and hands it to the
- * handler as a context value (traceOf): the handler passes it to the transactions whose events
- * carry it on, and the other interceptors' lines carry it. Explicitly, not through an
- * AsyncLocalStorage: on Node 20 that costs every promise of the process while a call runs (a sixth
- * of the markers process's CPU per create). Outermost; it sees the Connect code the caller
- * receives, which ends the span when spans are exported.
+ * Each RPC a hop of its caller's trace (or a new one), handed to the handler as a context value, not through
+ * AsyncLocalStorage (lib/trace.ts). Outermost, so it sees the Connect code the caller receives.
  */
 export const traceInterceptor: Interceptor = (next) => async (req) => {
   const service = req.service.typeName;

@@ -13,34 +13,30 @@ import { encodeBinary, encodeCompiled } from "./binary-encoder.js";
 import { type CallerExchange, isCallerGone, onCallerGone } from "./http-exchange.js";
 import type { UnaryRoute } from "./unary-routes.js";
 
-/** What the lean path runs every call with. */
 export type LeanOptions = {
   interceptors: readonly Interceptor[];
   contextValues(req: { headers: IncomingHttpHeaders }): ContextValues;
   readMaxBytes: number;
 };
 
-/** What one lean call needs from the request that carried it. */
 export type CallInput = {
   route: UnaryRoute;
   protocolName: "connect" | "grpc";
   url: string;
   headers: IncomingHttpHeaders;
   values: ContextValues;
-  /** Milliseconds the caller allows (its deadline header), when it set one. */
+  /** From the caller's deadline header. */
   timeoutMs: number | undefined;
-  /** Subscribes to the caller going away before its answer was written. */
   onCallerGone(listener: () => void): void;
-  /** Whether the caller has gone already (reset its stream, dropped its connection). */
   isCallerGone(): boolean;
 };
 
 export type CallOutcome =
   | {
       ok: true;
-      /** The answer as a message of the output type (built on first use). */
+      /** Built on first use. */
       readonly message: MessageShape<DescMessage>;
-      /** The answer in the binary format, from the handler's plain object when nothing needed the message. */
+      /** From the handler's plain object when nothing needed the message. */
       binary(): Uint8Array;
       header?: Headers;
       trailer?: Headers;
@@ -52,7 +48,6 @@ const CALLER_GONE = new ConnectError("the caller went away before its call ran",
 /** The largest deadline a timer can hold; a longer one is no deadline in practice. */
 export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
-/** The CallInput of a request on either protocol, given the deadline its protocol's header set. */
 export function callOf(
   route: UnaryRoute,
   protocolName: CallInput["protocolName"],
@@ -73,11 +68,7 @@ export function callOf(
   };
 }
 
-/**
- * The HandlerContext of a lean call. What costs something per call (the abort signal and its
- * listener, the Headers objects) is built only when a handler or interceptor asks for it: most
- * handlers read only the context values.
- */
+/** The signal and the Headers are built only when asked for: most handlers read only the context values. */
 class LazyContext implements HandlerContext {
   readonly method: UnaryRoute["method"];
   readonly service: UnaryRoute["service"];
@@ -112,7 +103,6 @@ class LazyContext implements HandlerContext {
     return this.controller.signal;
   }
 
-  /** Aborts the signal, if anyone holds it. */
   abort(reason: ConnectError): void {
     this.controller?.abort(reason);
   }
@@ -133,7 +123,6 @@ class LazyContext implements HandlerContext {
   }
 }
 
-/** Request headers as a fetch Headers, without HTTP/2 pseudo-headers. */
 function toHeaders(raw: IncomingHttpHeaders): Headers {
   const headers = new Headers();
   for (const name in raw) {
@@ -146,21 +135,9 @@ function toHeaders(raw: IncomingHttpHeaders): Headers {
 }
 
 /**
- * The UnaryResponse of a handler's answer. A handler may answer with a plain object; making it a
- * message of the output type (`create`) walks and copies every field of it, a tenth of the servers
- * service's cost for a 20-entry list, only for the binary encoding to walk it again. So the
- * message is built when an interceptor or the JSON encoding reads it; otherwise the plain object
- * is encoded as it is (encodeCompiled writes the bytes `create` then `toBinary` would, and is
- * tested to).
- *
- * Why classes, and not object literals with getters: each evaluation of a literal's `get x()` makes
- * a new getter closure, and V8 keeps it in an accessor pair it allocates in the old generation. A
- * young collection takes every old-to-young pointer as a root until the next full collection, so
- * each call's closure, and through it the call's whole exchange (request, response, buffers), outlived
- * every young collection and was promoted: young collections many times longer in the RPC server,
- * and more CPU per call (docs/performance.md). Getters on a class's prototype are shared and cost nothing per
- * call. The one thing lost: `{ ...res }` copies own fields, not prototype getters; no interceptor of
- * ours copies a unary request or response.
+ * The message is built only when an interceptor or JSON reads it; otherwise the plain answer is encoded
+ * as it is (encodeCompiled writes the bytes `create` + `toBinary` would, tested). A class, not a literal
+ * with getters (docs/engineering.md); `{ ...res }` then copies no getters, and no interceptor of ours copies.
  */
 class LazyResponse implements UnaryResponse {
   readonly stream = false;
@@ -262,11 +239,9 @@ class Answered {
 }
 
 /**
- * Runs one unary call through the interceptors to the service's handler, as connect-node would:
- * the same UnaryRequest and UnaryResponse shapes, the handler's plain-object answer made a message
- * of the output type, any thrown value made a ConnectError. When the caller's deadline passes
- * first, the outcome is `deadline_exceeded` at once and the handler's signal is aborted; the
- * handler's late answer is dropped.
+ * Runs one unary call through the interceptors to the handler as connect-node would. When the caller's
+ * deadline passes first, the outcome is `deadline_exceeded` at once, the handler's signal aborts and its
+ * late answer is dropped.
  */
 export function runUnaryCall(
   input: CallInput,

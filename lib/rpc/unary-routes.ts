@@ -1,19 +1,13 @@
 import type { DescMethodUnary, DescService } from "@bufbuild/protobuf";
 import { type ConnectRouter, createServiceImplSpec, type HandlerContext } from "@connectrpc/connect";
 
-/** One unary RPC the lean path serves: its descriptors and the service's own handler, bound. */
 export type UnaryRoute = {
   readonly service: DescService;
   readonly method: DescMethodUnary;
   readonly impl: (request: unknown, context: HandlerContext) => unknown;
 };
 
-/**
- * Registers routes on connect-node's router as usual, and also keeps every unary handler by its
- * request path (`/<package.Service>/<Method>`), so that the lean path can call the very same
- * `ServiceImpl` functions. Methods a service leaves out are answered `unimplemented` by
- * createServiceImplSpec's stub, as connect-node would.
- */
+/** Also keeps every unary handler by request path, so the lean path calls the very same functions. */
 export function collectUnaryRoutes(
   router: ConnectRouter,
   routes: (router: ConnectRouter) => void,

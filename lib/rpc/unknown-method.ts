@@ -3,16 +3,12 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { grpcStatus } from "./grpc-unary.js";
 import { type HttpRequest, type HttpResponse, headerObject, headerValue } from "./http-exchange.js";
 
-/** How much of an unknown path the answer names: enough to tell a typo, never a caller's whole header back. */
+/** Enough to tell a typo, never a caller's whole header back. */
 const PATH_SHOWN = 200;
 
 /**
- * connect-node's answer for a path that names no method served on the port. gRPC clients expect
- * HTTP 200 with grpc-status 12 (UNIMPLEMENTED), the status alone in one HEADERS frame
- * (trailers-only): to C-core a 404 is `UNIMPLEMENTED "Received http2 header with status: 404"`, a
- * transport failure rather than an answer. gRPC-Web gets the same in its own trailers-only form (the
- * status in the headers, no body). The Connect protocol, and anything that is not gRPC, keeps
- * HTTP 404, as the Connect protocol says.
+ * gRPC and gRPC-Web get a trailers-only UNIMPLEMENTED: to C-core a 404 is a transport failure, not an answer.
+ * Connect, and anything else, keeps HTTP 404.
  */
 export function answerUnknownMethod(req: HttpRequest, res: HttpResponse): void {
   const type = headerValue(req.headers["content-type"]) ?? "";
@@ -27,7 +23,7 @@ export function answerUnknownMethod(req: HttpRequest, res: HttpResponse): void {
     { "content-type": type.startsWith("application/grpc-web") ? "application/grpc-web+proto" : "application/grpc" },
     status,
   );
-  // The request body is not wanted: read and dropped, so the caller is not left blocked on it.
+  // Read and dropped, so the caller is not left blocked on it.
   req.resume();
   if ("stream" in res) {
     const stream = (res as Http2ServerResponse).stream;

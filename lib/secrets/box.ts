@@ -1,9 +1,7 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 
-// Secrets at rest (decisions.md §6.1): webhook subscription secrets and request-signing secrets are
-// kept for HMAC, so they cannot be hashed; they are stored sealed with AES-256-GCM under
-// SECRETS_KEY. A sealed value names its key, so SECRETS_KEY_PREVIOUS still opens what the key
-// before sealed until `replayctl secrets reencrypt` has moved it on.
+// Secrets at rest (decisions.md §6.1) are kept for HMAC, so they are sealed, not hashed. A sealed value
+// names its key, so the previous key still opens it until `replayctl secrets reencrypt` moves it on.
 
 const PREFIX = "enc1";
 const IV_BYTES = 12;
@@ -12,27 +10,21 @@ const TAG_BYTES = 16;
 const OPENED_MAX = 10_000;
 
 export type SecretBox = {
-  /** The id of the key that seals: the first 8 hex digits of a hash of it. */
   keyId: string;
   /** `enc1:<key id>:<base64url of IV, ciphertext and tag>`. */
   seal(plain: string): string;
-  /**
-   * The secret a stored value holds. A value from before encryption (no `enc1:` prefix) is taken
-   * as it is until it is sealed; a value sealed under a key this process lacks, or altered, throws.
-   */
+  /** A value from before encryption is taken as it is; one under an unknown key, or altered, throws. */
   open(stored: string): string;
-  /** Whether the value is sealed under the current key (else reencrypt moves it on). */
   isCurrent(stored: string): boolean;
 };
 
 export class SecretKeyError extends Error {}
 
-/** The key id of a 32-byte key. */
 export function keyIdOf(key: Uint8Array): string {
   return createHash("sha256").update("replay-secrets-key:").update(key).digest("hex").slice(0, 8);
 }
 
-/** A box sealing under `key` and opening under it or `previous`. Each key is 32 bytes. */
+/** Seals under `key`, opens under it or `previous`. */
 export function createSecretBox(key: Uint8Array, previous?: Uint8Array): SecretBox {
   const keys = new Map<string, Uint8Array>();
   for (const k of [previous, key]) {

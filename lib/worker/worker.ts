@@ -3,44 +3,32 @@ import { logger } from "../log.js";
 
 const log = logger("lib:worker");
 
-/** How long stop() lets a running round finish before aborting it (operations.md: drain up to 10 s). */
+/** stop() lets a running round finish this long before aborting it (operations.md: drain up to 10 s). */
 export const DRAIN_MS = 10_000;
 
 export type WorkerSpec = {
-  /** Names the loop in logs. */
   name: string;
   /**
-   * One round of work. Resolves to true when more work is waiting right now (a full batch), so the
-   * next round starts at once; to a number of milliseconds when the next work falls due sooner than
-   * `intervalMs` (a scheduled retry); else false. `signal` aborts when stop() gave up waiting.
+   * Resolves to true when more work is waiting now (the next round starts at once), to milliseconds when
+   * work falls due sooner than `intervalMs`, else false. `signal` aborts when stop() gave up waiting.
    */
   round(signal: AbortSignal): Promise<boolean | number>;
-  /** The wait between rounds when nothing wakes the loop: the poll behind `wakeOn`, or the timer. */
+  /** Also the poll behind `wakeOn`. */
   intervalMs: number;
-  /** A NOTIFY channel (on `db`) that starts the next round at once. */
   wakeOn?: { db: Db; channel: string };
-  /** Waits after a failed round, doubling from `baseMs` up to `maxMs`. */
+  /** Doubling from `baseMs` after each failed round. */
   backoff?: { baseMs: number; maxMs: number };
-  /**
-   * Called once with the loop's nudge, for work that wakes the loop itself: work a round started
-   * and did not wait for (an HTTP delivery) frees its slot later.
-   */
+  /** For work a round started without waiting for (an HTTP delivery), which frees its slot later. */
   started?(nudge: () => void): void;
-  /**
-   * On stop, after the last round: waits for the work rounds started and did not wait for, within
-   * the same drain. `signal` aborts when the drain is over.
-   */
+  /** On stop, after the last round, within the same drain: waits for work rounds did not wait for. */
   drain?(signal: AbortSignal): Promise<void>;
 };
 
-/** A running loop: nudge() starts the next round early; stop() ends it within the drain. */
 export type Worker = { nudge(): void; stop(graceMs?: number): Promise<void> } & AsyncDisposable;
 
 /**
- * The one background loop of the platform (outbox relay, sweeps, pruning, deliveries): it runs
- * `round` one at a time, wakes on NOTIFY or after `intervalMs`, backs off exponentially while
- * rounds fail, and stops without starting another round. A notification that arrives during a
- * round is remembered, so the loop never sleeps through work committed while it was busy.
+ * The platform's one background loop: rounds one at a time, woken by NOTIFY or the timer. A notification
+ * during a round is remembered, so the loop never sleeps through work committed while it was busy.
  */
 export function startWorker(spec: WorkerSpec): Worker {
   const backoff = spec.backoff ?? { baseMs: 100, maxMs: 5_000 };

@@ -3,7 +3,6 @@ import type { Consumer, EventHandler } from "../../lib/bus/consumer.js";
 import type { EventOf } from "../../lib/bus/events.js";
 import * as store from "./store.js";
 
-/** The replay an event of the recording lifecycle names. */
 function replayOf(event: EventOf<"replays.recording.started" | "replays.recording.finished">) {
   return {
     replayId: event.replayId,
@@ -13,7 +12,6 @@ function replayOf(event: EventOf<"replays.recording.started" | "replays.recordin
   };
 }
 
-/** The handler of a servers event that moves the server to `state`. */
 function toState<
   S extends
     | "servers.server.created"
@@ -24,13 +22,7 @@ function toState<
   return (tx, event) => store.upsertServerState(tx, { serverId: event.serverId, tenantId: event.tenantId, state });
 }
 
-/**
- * The markers service's projections: replays (replays.recording.started / finished,
- * replays.replay.deleted, which also removes the replay's markers) and servers (servers.server.*).
- * Subjects are consumed independently, so each handler leaves the same row whatever order the
- * events of one replay or server arrive in (see store.ts). The consumer runner applies each event
- * once (inbox) in the transaction that records it.
- */
+/** Subjects are consumed independently, so each handler leaves the same row whatever order events arrive in. */
 export const markersConsumers: Consumer[] = [
   {
     durable: "markers_replays",

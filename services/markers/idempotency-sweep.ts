@@ -6,16 +6,12 @@ import { deleteIdempotencyExpired } from "./store.js";
 export type IdempotencySweepDeps = {
   db: Db;
   now: () => Date;
-  /** Records per statement; a full batch starts the next round at once. */
+  /** Per statement. */
   batchSize?: number;
-  /** The wait between rounds. */
   intervalMs?: number;
 };
 
-/**
- * Removes idempotency records older than 24 hours (decisions.md §3). Creates ignore an expired record
- * anyway (claimIdempotencyKey takes the key over), so the sweep only keeps the table small.
- */
+/** Creates take an expired key over anyway (decisions.md §3): the sweep only keeps the table small. */
 export function idempotencySweepWorker(deps: IdempotencySweepDeps): WorkerSpec {
   const batchSize = deps.batchSize ?? 1000;
   return {

@@ -9,7 +9,6 @@ import { idempotencySweepWorker } from "./idempotency-sweep.js";
 import { createMarkersService } from "./markers-service.js";
 import { replayOwner } from "./replay-owner.js";
 
-/** The markers service: timeline markers, their idempotency records, projections of replays and servers. */
 export const markersService: ServiceSpec = {
   name: "markers",
   migrationsDir: sourceFolder(import.meta.url, "./migrations"),

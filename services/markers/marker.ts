@@ -12,10 +12,10 @@ export const ICONS: ReadonlySet<string> = new Set(MARKER_ICONS);
 const MAX_TICK = BigInt(Number.MAX_SAFE_INTEGER);
 const colourPattern = /^#[0-9a-fA-F]{6}$/;
 
-/** Where a marker goes: a replay by id, or the recording in progress of a server. */
+/** A replay by id, or a server's recording in progress. */
 export type MarkerTarget = { replayId: string; serverId?: undefined } | { serverId: string; replayId?: undefined };
 
-/** A create's input, cleaned and checked; unset optional fields are null. */
+/** Unset optional fields are null. */
 export type MarkerInput = {
   target: MarkerTarget;
   tick: number;
@@ -26,7 +26,7 @@ export type MarkerInput = {
   actor: string | null;
 };
 
-/** The create request as the gateway sends it: values as the client gave them, unset when absent or null. */
+/** Values as the client gave them, unset when absent or null. */
 export type RawMarkerInput = {
   replayId?: string;
   serverId?: string;
@@ -39,10 +39,7 @@ export type RawMarkerInput = {
   malformedFields: readonly string[];
 };
 
-/**
- * Free text of a marker (label, category, actor): trimmed like names (decisions.md §1), then at most
- * `max` code points (and at least `min`) with no control character (Unicode Cc), else `code`.
- */
+/** Trimmed like names (decisions.md §1), then `min` to `max` code points, no control character. */
 function parseText(raw: string, code: ErrorCode, field: string, min: number, max: number): string {
   const text = trimWhiteSpace(raw);
   const length = codePointLength(text);
@@ -53,10 +50,8 @@ function parseText(raw: string, code: ErrorCode, field: string, min: number, max
 }
 
 /**
- * A create's input in the validation order of decisions.md §1 (the proto's): the target (exactly one
- * of replayId and serverId, each a UUID of any version), tick, label, category, colour, icon, actor.
- * A field the gateway found to be of the wrong JSON type fails with its own code at its turn, and a
- * malformed replayId or serverId counts as supplied.
+ * In decisions.md §1's validation order. A field of the wrong JSON type fails with its own code at its turn;
+ * a malformed replayId or serverId counts as supplied.
  */
 export function parseMarkerInput(raw: RawMarkerInput): MarkerInput {
   const malformed = new Set(raw.malformedFields);
@@ -92,12 +87,12 @@ export function parseMarkerInput(raw: RawMarkerInput): MarkerInput {
   };
 }
 
-/** A marker id from a path (DeleteMarker): any UUID version, lower case. */
+/** Any UUID version, lower case. */
 export function parseMarkerId(raw: string): string {
   return parseUuid(raw, "INVALID_MARKER_ID", "marker id");
 }
 
-/** A replay id from a path (ListMarkers): any UUID version, lower case (decisions.md §3). */
+/** Any UUID version, lower case (decisions.md §3). */
 export function parseReplayId(raw: string): string {
   return parseUuid(raw, "INVALID_REPLAY_ID", "replay id");
 }

@@ -18,7 +18,6 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 export type MarkersDeps = {
   db: Db;
   now: () => Date;
-  /** The replay a target goes to, as the replays service knows it now (replay-owner.ts). */
   resolveTarget: ResolveTarget;
 };
 
@@ -38,7 +37,6 @@ export function toMarkerMessage(row: MarkerRow): Omit<Marker, "$typeName"> {
 
 const replayNotFound = (what: string) => new DomainError("REPLAY_NOT_FOUND", `no replay ${what}`);
 
-/** The replay id a create goes to, decided by the replays service (decisions.md §3). */
 function targetReplayOf(resolved: ResolvedTarget, target: MarkerInput["target"]): string {
   if (resolved.outcome === "found") return resolved.replayId;
   if (target.serverId === undefined) throw replayNotFound(target.replayId);
@@ -48,27 +46,17 @@ function targetReplayOf(resolved: ResolvedTarget, target: MarkerInput["target"])
 }
 
 /**
- * The most creates in one statement, and the statements at once: two, so that the creates that
- * arrive while one runs go together into the next, and Node builds one statement while Postgres
- * runs the other (`npm run bench markers` at 64 connections did better with two than with one:
- * docs/performance.md). Two statements lock their replays in id order, so they never deadlock,
- * and each re-reads the counts after its locks, so the cap stays exact.
+ * Two statements at once: Node builds one while Postgres runs the other. They lock their replays in id
+ * order (no deadlock) and re-read the counts after the locks (the cap stays exact).
  */
 const CREATE_BATCH_MAX = 256;
 const CREATE_BATCHES_RUNNING_MAX = 2;
 
-/** Inserts one marker on `q`; resolves to its outcome (store.insertMarkers). */
 type InsertMarker = (marker: NewMarker) => Promise<BatchOutcome>;
 
 /**
- * Timeline markers (spec "Timeline markers", decisions.md §3). The replay a create or a list is
- * about is the replays service's answer at the time of the request (replay-owner.ts: one call for
- * the creates that arrive together), so a create right after an acknowledged start, finish or
- * delete sees it, and a miss is known at once. The 500 cap, and a delete that reached this service
- * first, are decided in the statement that inserts, on the replay's projection row, locked, so
- * they hold under any concurrency and against the delete consumer, which takes the same lock. Concurrent creates
- * without an Idempotency-Key are grouped per tick into one statement (store.insertMarkers); each
- * caller still gets its own answer, as if the creates ran one after another.
+ * Timeline markers (decisions.md §3). The target is the replays service's answer at request time; the cap and
+ * an earlier delete are decided on the locked projection row, so they hold under any concurrency.
  */
 export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof MarkersService> {
   const { db } = deps;
@@ -80,10 +68,7 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
     isolate: isDataException,
   });
 
-  /**
-   * Existence, then the cap (the proto's order), for a create whose key, if any, is settled; its
-   * target `resolved` by the replays service before any transaction began (none waits on a call).
-   */
+  /** Existence, then the cap (the proto's order); `resolved` before any transaction began (none waits on a call). */
   async function insert(
     q: Queryable,
     tenantId: string,
@@ -91,8 +76,7 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
     resolved: ResolvedTarget,
     into: InsertMarker,
   ): Promise<MarkerRow> {
-    // Fields named one by one: a rest pattern and spreads with more properties after them take
-    // V8's slow path (docs/engineering.md; it was a visible share of the service's CPU, docs/performance.md).
+    // Fields named one by one: a rest pattern or a spread with more properties is slow (docs/engineering.md).
     const { target, tick, label, category, colour, icon, actor } = input;
     const serverId = target.serverId ?? null;
     const replayId = targetReplayOf(resolved, target);
@@ -113,9 +97,7 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
     };
     let outcome = await into(marker);
     if (outcome === "missing" && resolved.outcome === "found") {
-      // The replays service has the replay and this projection has not heard of it yet (its events
-      // are on their way): it learns it from that answer, and the create goes in. A tombstone stays
-      // as it is (the delete reached it first): the replay is gone.
+      // The projection has not heard of it yet: it learns it from the answer. A tombstone stays.
       await store.insertReplayKnown(q, {
         replayId,
         tenantId,
@@ -142,7 +124,7 @@ export function createMarkersService(deps: MarkersDeps): ServiceImpl<typeof Mark
     };
   }
 
-  /** A create with an Idempotency-Key, in one transaction that holds the key's record (decisions.md §3). */
+  /** In one transaction that holds the key's record (decisions.md §3). */
   function insertIdempotent(
     tenantId: string,
     input: MarkerInput,

@@ -4,10 +4,8 @@ import { MarkerTargetOutcome, type ReplayLookupService } from "../../gen/replay/
 import { createBatcher } from "../../lib/db/batch.js";
 import { ownerUnavailable } from "../../lib/rpc/peers.js";
 
-/** What a marker create names, with its tenant: a replay, or a server's recording in progress. */
 export type OwnedTarget = { tenantId: string; replayId: string } | { tenantId: string; serverId: string };
 
-/** The replay a target goes to, as its owner knows it now, or why there is none. */
 export type ResolvedTarget =
   | { outcome: "found"; replayId: string; serverId: string; startedAt: Date | null; recording: boolean }
   | { outcome: "not_found" }
@@ -15,19 +13,11 @@ export type ResolvedTarget =
 
 export type ResolveTarget = (target: OwnedTarget) => Promise<ResolvedTarget>;
 
-/**
- * The most targets in one call, and the calls at once: one, so that the creates that arrive while
- * it runs go together into the next (fewer, larger calls: npm run bench markers gave 0.60-0.61 at 64
- * connections with one, 0.58 twice with two).
- */
+/** One call at a time, so creates that arrive while it runs go together into the next (docs/performance.md). */
 const RESOLVE_BATCH_MAX = 256;
 const RESOLVE_CALLS_RUNNING_MAX = 1;
 
-/**
- * The replays service's answer for each target (its ReplayLookupService): the targets of the
- * creates that arrive together go in one call, as their inserts go in one statement. A failed call
- * (lib/rpc/peers.ts: its deadline, SERVICE_UNAVAILABLE) fails its creates.
- */
+/** The targets of creates that arrive together go in one call; a failed call fails its creates (503). */
 export function replayOwner(client: Client<typeof ReplayLookupService>): ResolveTarget {
   return createBatcher<OwnedTarget, ResolvedTarget>({
     async run(targets) {

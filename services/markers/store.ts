@@ -8,14 +8,9 @@ export type MarkerRow = { marker_id: string; replay_id: string; created_at: Date
 
 const markerColumns = "marker_id, replay_id, tick::float8 AS tick, label, category, colour, icon, actor, created_at";
 
-/** A replay as the projection knows it, for one tenant. */
 export type ReplayRow = { replay_id: string; deleted: boolean; marker_count: number };
 
-/**
- * The replay of the tenant, locked for the rest of the transaction: the row creates (insertMarkers),
- * marker deletes and the delete consumer serialise on. Undefined when the projection does not know
- * it for this tenant.
- */
+/** Locked for the transaction: the row creates, marker deletes and the delete consumer serialise on. */
 export async function findReplayForUpdate(tx: Tx, tenantId: string, replayId: string): Promise<ReplayRow | undefined> {
   const { rows } = await tx.query<ReplayRow>(
     `SELECT replay_id, deleted, marker_count FROM markers.replay
@@ -35,7 +30,6 @@ export async function listMarkersByReplay(q: Queryable, tenantId: string, replay
   return rows;
 }
 
-/** The replay of a tenant's marker, or undefined when the tenant has no such marker. */
 export async function findMarkerReplay(q: Queryable, tenantId: string, markerId: string): Promise<string | undefined> {
   const { rows } = await q.query<{ replay_id: string }>(
     "SELECT replay_id FROM markers.marker WHERE marker_id = $1 AND tenant_id = $2",
@@ -44,10 +38,7 @@ export async function findMarkerReplay(q: Queryable, tenantId: string, markerId:
   return rows[0]?.replay_id;
 }
 
-/**
- * Deletes a tenant's marker and frees its place under the cap; the caller holds its replay's row
- * locked. Returns false when it was gone already.
- */
+/** Frees the marker's place under the cap; the caller holds its replay's row locked. False: gone already. */
 export async function deleteMarker(tx: Tx, tenantId: string, markerId: string): Promise<boolean> {
   const { rowCount } = await tx.query(
     `WITH gone AS (DELETE FROM markers.marker WHERE marker_id = $1 AND tenant_id = $2 RETURNING replay_id)
@@ -60,13 +51,7 @@ export async function deleteMarker(tx: Tx, tenantId: string, markerId: string): 
 /** An idempotency record: the request's fingerprint and, once the create committed, its marker. */
 export type IdempotencyRow = { fingerprint: string; marker: MarkerRow | null };
 
-/**
- * Claims a tenant's idempotency key for this create, in its transaction: true when the key was free
- * (or its record expired, `expiredBefore`), so this create goes on and records its marker with
- * recordIdempotentMarker. False when a live record holds it; a concurrent claim of the same key waits
- * on this row until this transaction ends, then sees the committed record (or claims the key itself
- * when this one rolled back, as a refused create does).
- */
+/** False when a live record holds it; a concurrent claim waits on this row, then sees its record or a free key. */
 export async function claimIdempotencyKey(
   tx: Tx,
   claim: { tenantId: string; key: string; fingerprint: string; now: Date; expiredBefore: Date },
@@ -101,7 +86,6 @@ export async function findIdempotencyRecord(
   };
 }
 
-/** Remembers the created marker under the key this transaction claimed. */
 export async function recordIdempotentMarker(tx: Tx, tenantId: string, key: string, marker: MarkerRow): Promise<void> {
   await tx.query("UPDATE markers.idempotency SET marker = $3 WHERE tenant_id = $1 AND idempotency_key = $2", [
     tenantId,
@@ -110,7 +94,6 @@ export async function recordIdempotentMarker(tx: Tx, tenantId: string, key: stri
   ]);
 }
 
-/** Removes up to `limit` idempotency records created before `before`; returns how many. */
 export async function deleteIdempotencyExpired(q: Queryable, before: Date, limit: number): Promise<number> {
   const { rowCount } = await q.query(
     `DELETE FROM markers.idempotency WHERE ctid IN (
@@ -135,11 +118,7 @@ export async function upsertReplayStarted(
   );
 }
 
-/**
- * A replay the replays service answered for (replay-owner.ts) and this projection has no row of
- * yet: made as that answer says, for its events to carry on from (they commute with it, as with
- * each other). An existing row, a tombstone above all, is left as it is.
- */
+/** From the owner's answer (replay-owner.ts); an existing row, a tombstone above all, stays as it is. */
 export async function insertReplayKnown(
   q: Queryable,
   replay: { replayId: string; tenantId: string; serverId: string; startedAt: Date | null; recording: boolean },
@@ -167,9 +146,8 @@ export async function upsertReplayFinished(
 }
 
 /**
- * replays.replay.deleted: the replay becomes a tombstone and its markers go with it. The row is
- * written (so locked) first: a create holding it has committed its marker before the DELETE, whose
- * snapshot then sees it; a create after it finds the tombstone.
+ * The row is written (so locked) first: a create holding it committed its marker before the DELETE sees it,
+ * and a later create finds the tombstone.
  */
 export async function deleteReplay(
   tx: Tx,
@@ -185,10 +163,7 @@ export async function deleteReplay(
 
 export type ServerState = "pending" | "connected" | "deauthorised" | "purged";
 
-/**
- * servers.server.*: a server only moves forward (pending, connected, deauthorised, purged), so an
- * event that arrives after a later one changes nothing, and a purged server stays purged.
- */
+/** A server only moves forward, so an event that arrives after a later one changes nothing. */
 export async function upsertServerState(
   tx: Tx,
   server: { serverId: string; tenantId: string; state: ServerState },
@@ -202,7 +177,6 @@ export async function upsertServerState(
   );
 }
 
-/** A create of a batch: the marker to insert, its replay resolved already. */
 export type NewMarker = {
   markerId: string;
   tenantId: string;
@@ -215,11 +189,8 @@ export type NewMarker = {
 export type BatchOutcome = "created" | "full" | "missing";
 
 /**
- * Inserts a batch of markers in one statement, each as if they ran one after another in the
- * batch's order. The replays' projection rows are locked first, in replay id order (so batches
- * never deadlock), and read as committed after the lock: a replay deleted meanwhile (the delete
- * consumer holds the same lock) is missing, and each replay takes markers up to `cap` counting those
- * of the batch before, so the cap stays exact under any concurrency. Returns one outcome per marker.
+ * One statement, as if the creates ran one after another. Replay rows are locked in id order (batches never
+ * deadlock) and read after the lock, so a replay deleted meanwhile is missing and the cap stays exact.
  */
 export async function insertMarkers(q: Queryable, markers: readonly NewMarker[], cap: number): Promise<BatchOutcome[]> {
   const { rows } = await q.query<{ outcome: BatchOutcome }>(

@@ -1,18 +1,12 @@
-// The SQL of schema `replays`' archive queues: the uploads in flight (replays.archive_upload) and the
-// archives to remove from the blob store (replays.blob_deletion). Split from store.ts, which holds
-// the rest of the schema, to keep each under ~350 lines.
+// The SQL of schema `replays`' archive queues: uploads in flight and archives to remove from the blob store.
 
 import type { Queryable, Tx } from "../../lib/db/types.js";
 
-/** The NOTIFY channel insertBlobDeletion signals on commit; the blob deletions worker wakes on it. */
 export const blobDeletionChannel = "replays_blob_deletion";
 
 export type BlobDeletionRow = { archive_key: string; attempts: number };
 
-/**
- * Queues an archive for removal from the blob store, in the transaction that drops its metadata,
- * and wakes the workers (NOTIFY is delivered only on commit).
- */
+/** In the transaction that drops the archive's metadata; its NOTIFY wakes the workers on commit. */
 export async function insertBlobDeletion(tx: Tx, archiveKey: string): Promise<void> {
   await tx.query(
     `INSERT INTO replays.blob_deletion (archive_key) VALUES ($1)
@@ -22,12 +16,7 @@ export async function insertBlobDeletion(tx: Tx, archiveKey: string): Promise<vo
   await tx.query(`NOTIFY ${blobDeletionChannel}`);
 }
 
-/**
- * Claims up to `limit` due queued archives for `leaseMs`, in one statement: each claimed row is made
- * due again only when the lease runs out, so no other replica takes it meanwhile (SKIP LOCKED keeps
- * replicas claiming at once apart), and a replica that dies leaves its rows to be retried after the
- * lease. The removal itself then runs outside any transaction.
- */
+/** Due again only when the lease runs out: no other replica takes it meanwhile, and a dead one's are retried. */
 export async function updateBlobDeletionsClaimed(
   q: Queryable,
   limit: number,
@@ -52,7 +41,6 @@ export async function deleteBlobDeletion(q: Queryable, archiveKey: string): Prom
   await q.query("DELETE FROM replays.blob_deletion WHERE archive_key = $1", [archiveKey]);
 }
 
-/** A failed removal: counted, and due again after `delayMs`. */
 export async function updateBlobDeletionRetry(q: Queryable, archiveKey: string, delayMs: number): Promise<void> {
   await q.query(
     `UPDATE replays.blob_deletion
@@ -62,7 +50,7 @@ export async function updateBlobDeletionRetry(q: Queryable, archiveKey: string, 
   );
 }
 
-/** An archive upload about to write `archiveKey`, committed before its first byte is stored. */
+/** Committed before the upload's first byte is stored. */
 export async function insertArchiveUpload(
   q: Queryable,
   upload: { archiveKey: string; replayId: string; abandonAfterMs: number },
@@ -74,18 +62,14 @@ export async function insertArchiveUpload(
   );
 }
 
-/**
- * The upload of `archiveKey` is over: its row is deleted. False when there was none, because the
- * upload was abandoned meanwhile (and its key queued for removal).
- */
+/** False when the upload was abandoned meanwhile (and its key queued for removal). */
 export async function deleteArchiveUpload(q: Queryable, archiveKey: string): Promise<boolean> {
   const { rows } = await q.query("DELETE FROM replays.archive_upload WHERE archive_key = $1 RETURNING 1", [archiveKey]);
   return rows.length > 0;
 }
 
 /**
- * Uploads whose row outlived `abandon_at` (a crash mid-upload), or the one named, are over and
- * failed: each row is deleted and its key queued for removal from the blob store, in one
+ * Rows past `abandon_at` (a crash mid-upload), or the one named: deleted and queued for removal in one
  * statement, so an upload's commit (which deletes the same row) and this never both win.
  */
 export async function updateArchiveUploadsAbandoned(q: Queryable, archiveKey: string | null = null): Promise<number> {

@@ -2,38 +2,24 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { UploadArchiveRequest } from "../../gen/replay/replays/v1/recording_pb.js";
 import { DomainError } from "../../lib/errors.js";
 
-// The rules of an archive upload (RecordingService.UploadArchive): where the bytes go, how many
-// there may be, how long they may take, and what each message of the stream may carry.
+// The rules of an archive upload (RecordingService.UploadArchive).
 
-/** The largest archive an upload may store: 1 GiB (a long HD session's archive is a few hundred MiB). */
+/** A long HD session's archive is a few hundred MiB. */
 export const ARCHIVE_MAX_BYTES = 1024 ** 3;
 
-/**
- * How long the end of an upload's stream waits for a reset sent with it (archiveChunks): the two
- * frames leave a Node client in one go and arrive a few milliseconds apart (more on a busy machine,
- * or with the gateway's hop between; docs/performance.md). Once per upload, so cheap. A
- * recorder that declares size_bytes needs none of it.
- */
+/** How long a stream's end waits for a reset sent with it (archiveChunks); once per upload, so cheap. */
 export const END_GRACE_MS = 50;
 
-/** The longest an upload may last, from its first message to its last byte. */
 export const UPLOAD_MAX_MS = 30 * 60_000;
 
-/**
- * When an upload's row (replays.archive_upload) counts as abandoned by a crash: twice the longest
- * upload, so that no upload still writing its blob has its key queued for removal under it.
- */
+/** Twice the longest upload, so no upload still writing its blob has its key queued for removal under it. */
 export const UPLOAD_ABANDON_MS = 2 * UPLOAD_MAX_MS;
 
-/**
- * The blob key of one upload of a replay's archive. Each upload writes a key of its own, so a
- * failed or abandoned one can be removed without touching any other.
- */
+/** A key per upload, so a failed or abandoned one can be removed without touching any other. */
 export function archiveKeyOf(tenantId: string, replayId: string, uploadId: string): string {
   return `tenant/${tenantId}/replay/${replayId}/${uploadId}.rpl`;
 }
 
-/** The next message of the stream, or DEADLINE_EXCEEDED once `deadlineAt` (epoch ms) has passed. */
 async function nextBefore<T>(messages: AsyncIterator<T>, deadlineAt: number): Promise<IteratorResult<T>> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
@@ -59,17 +45,8 @@ export async function readArchiveHeader(
 }
 
 /**
- * The archive's bytes: the first message's chunk, then every later message's, in order. Refuses a
- * later message that sets a header field (INVALID_ARGUMENT), an archive past ARCHIVE_MAX_BYTES
- * (PAYLOAD_TOO_LARGE, before the chunk that passes it is stored) and an upload past `deadlineAt`.
- * A stream that ends because the caller went away (`cancelled`: the call's signal, aborted when the
- * client reset the stream or dropped the connection) is no archive (Canceled): a gRPC client's
- * cancel half-closes the stream and resets it at once (grpc-js and Node's http2 both send END_STREAM
- * before RST_STREAM, so does the gateway's forwarder when its caller went away), so the end waits
- * END_GRACE_MS for a reset that came with it.
- * The finish checks the signal again before it commits (recording-service.ts). An archive whose first
- * message declared its size (size_bytes) must end at exactly that size (INVALID_ARGUMENT): the one
- * way to tell a cancelled stream from a whole one whatever the reset's timing.
+ * A client's cancel sends END_STREAM then RST_STREAM, so the end waits END_GRACE_MS for a reset; only a
+ * declared size_bytes tells a cancelled stream from a whole one for sure.
  */
 export async function* archiveChunks(
   header: UploadArchiveRequest,
@@ -119,15 +96,12 @@ export async function* archiveChunks(
   }
 }
 
-/** Refuses to go on with an upload whose caller went away (archiveChunks): its end was no end. */
+/** An upload whose caller went away: its end was no end. */
 export function throwIfCancelled(cancelled: AbortSignal): void {
   if (cancelled.aborted) throw new ConnectError("the upload was cancelled before its end", Code.Canceled);
 }
 
-/**
- * The archive size the first message declared (size_bytes), checked before any byte is read or
- * stored: not negative, and within ARCHIVE_MAX_BYTES; undefined when it declared none.
- */
+/** Checked before any byte is read or stored. */
 export function declaredSizeOf(header: UploadArchiveRequest): number | undefined {
   const declared = header.sizeBytes;
   if (declared === undefined) return undefined;

@@ -2,11 +2,7 @@ import type { Consumer } from "../../lib/bus/consumer.js";
 import { DEFAULT_HOT_DAYS, DEFAULT_RETENTION_DAYS } from "./recording-service.js";
 import * as store from "./store.js";
 
-/**
- * The replays service's projections: tenant plans (identity.tenant.upserted), whose storage quota
- * `recording start` checks and whose retention and hot period it gives the new replay, and servers' states (servers.server.*), which decide whether a server
- * may record. The consumer runner applies each event once (inbox) in the transaction that records it.
- */
+/** Tenant plans (quota, retention, hot period) and servers' states, which decide whether a server may record. */
 export const replaysConsumers: Consumer[] = [
   {
     durable: "replays_tenant_plans",

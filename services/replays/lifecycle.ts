@@ -6,8 +6,7 @@ import type { ReplayRow } from "./store.js";
 import * as store from "./store.js";
 import { type AssetStep, nextState } from "./transitions.js";
 
-// The writes and events of the transitions on a replay row its caller holds locked, and the event
-// snapshots of a row: shared by the recording service and the retention worker.
+// Transitions on a row the caller holds locked, shared by the recording service and the retention worker.
 
 export const tsOf = (date: Date | null) => (date ? timestampFromDate(date) : undefined);
 const bigOf = (text: string | null) => (text === null ? 0n : BigInt(text));
@@ -51,12 +50,7 @@ export function assetOf(row: ReplayRow, state: AssetStep | "expired"): Omit<Asse
   };
 }
 
-/**
- * The finish transition on a recording locked in `tx` (FinishRecording and UploadArchive): status
- * `processing`, its end, size and archive key (null for a finish without an archive), its size
- * counted toward the tenant's storage, and replays.recording.finished and
- * replays.collection.finalized enqueued.
- */
+/** `archiveKey` is null for a finish without an archive; the size counts toward the tenant's storage. */
 export async function finishLockedReplay(
   tx: Tx,
   row: ReplayRow,
@@ -86,11 +80,7 @@ export async function finishLockedReplay(
   return done;
 }
 
-/**
- * The expiry transition on a replay locked in `tx` (ExpireReplay and the retention worker): status
- * `expired`, the archive queued for removal, its size freed and `replays.asset.expired` enqueued.
- * Throws INVALID_TRANSITION when the replay is still recording or already expired.
- */
+/** Throws INVALID_TRANSITION when the replay is still recording or already expired. */
 export async function expireLockedReplay(tx: Tx, row: ReplayRow): Promise<ReplayRow> {
   const change = nextState(row, { kind: "expire" });
   const done = await store.updateReplayState(tx, row.replay_id, change);

@@ -23,12 +23,8 @@ const notFound: Resolved = { replayId: "", serverId: "", recording: false, outco
 const notRecording: Resolved = { ...notFound, outcome: MarkerTargetOutcome.NOT_RECORDING };
 
 /**
- * Replays and recordings as they are now, for the markers service (decisions.md §3): the replay a
- * marker create goes to, decided here where replays are written, so a create right after a start,
- * a finish or a delete that was acknowledged sees it. A server target: a purged server is unknown,
- * a deauthorised one records nothing, otherwise its recording in progress; a server this service's
- * projection has not heard of yet (and with no recording here) is looked up at the servers service,
- * so that a known one is "not recording" rather than unknown.
+ * Decided here, where replays are written, so a marker create right after an acknowledged start or delete
+ * sees it (decisions.md §3). A server not projected yet is asked of the servers service: "not recording", not unknown.
  */
 export function createReplayLookupService(deps: {
   db: Db;

@@ -18,7 +18,6 @@ import { createReplaysService } from "./replays-service.js";
 import { retentionWorker } from "./retention.js";
 import { serverOwner } from "./server-owner.js";
 
-/** The replays service: replay reads and deletes, the recording lifecycle and operator actions. */
 export const replaysService: ServiceSpec = {
   name: "replays",
   migrationsDir: sourceFolder(import.meta.url, "./migrations"),

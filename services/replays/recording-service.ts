@@ -29,22 +29,14 @@ import type { ReplayRow } from "./store.js";
 import * as store from "./store.js";
 import { type Action, type AssetStep, nextState } from "./transitions.js";
 
-/**
- * How long a replay is kept, and stays hot, from the start of its recording, in days, for a tenant
- * whose plan has not reached this service yet (and in plan events from before the plan had them).
- * Otherwise the plan's own values apply (docs/decisions.md, "Recording lifecycle").
- */
+/** Used until a tenant's plan reaches this service (decisions.md, "Recording lifecycle"). */
 export const DEFAULT_RETENTION_DAYS = 90;
 export const DEFAULT_HOT_DAYS = 30;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
-/**
- * The longest integration name a recording may carry, in code points: the spec sets none, and
- * Postgres refuses an index entry over ~2.7 kB (the integration filter's index holds it), which
- * would answer a longer one with a 500.
- */
+/** The spec sets none, but Postgres refuses an index entry over ~2.7 kB: a longer one would be a 500. */
 const INTEGRATION_MAX_CHARS = 256;
-/** The largest size_bytes a finish may report: the JSON answers carry it as a number, exact to 2^53 - 1. */
+/** JSON answers carry size_bytes as a number, exact to 2^53 - 1. */
 const SIZE_BYTES_MAX = BigInt(Number.MAX_SAFE_INTEGER);
 const daysAfter = (date: Date, days: number) => new Date(date.getTime() + days * DAY_MS);
 
@@ -54,9 +46,7 @@ export type RecordingDeps = {
   db: Db;
   blobs: BlobStore;
   now: () => Date;
-  /** The server as the servers service knows it now (server-owner.ts). */
   lookupServer: LookupServer;
-  /** The tenant's plan as the gateway knows it now (lib/plan-owner.ts). */
   lookupPlan: LookupPlan;
 };
 
@@ -70,15 +60,12 @@ const assetSteps: Partial<Record<AssetState, AssetStep>> = {
 };
 
 /**
- * The recording lifecycle (decisions.md §7). Every action runs in one transaction that locks the
- * replay's row, checks the action against its current state (transitions.ts), applies it and
- * enqueues its event, so two callers racing on one replay make one transition and one event: the
- * second sees the first's result and is refused with INVALID_TRANSITION.
+ * The recording lifecycle (decisions.md §7). Each action locks the replay's row in its transaction, so two
+ * callers racing on one replay make one transition and one event; the second gets INVALID_TRANSITION.
  */
 export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof RecordingService> {
   const { db } = deps;
 
-  /** Locks the replay, applies `action` when allowed, and enqueues the events of the new row. */
   async function transition(
     ctx: HandlerContext,
     rawId: string,
@@ -98,7 +85,6 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
     return { replayId };
   }
 
-  /** Release and revoke: a visibility change and the collection's event. */
   function collectionTransition(ctx: HandlerContext, rawId: string, state: "released" | "revoked") {
     return transition(
       ctx,
@@ -129,13 +115,11 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
         throw new DomainError("INVALID_ARGUMENT", `integration must be at most ${INTEGRATION_MAX_CHARS} characters`);
       }
       const replayId = newId();
-      // The server as its owner knows it now, not as this service's projection last heard: a start
-      // right after an acknowledged check-in, deauthorisation or purge is decided on it. The
-      // projection is brought forward to it (never back: states only move on), so what a later
-      // event of the server says still holds.
+      // Asked of its owner, not the projection: a start right after an acknowledged check-in or
+      // deauthorisation is decided on it. The projection is brought forward (states only move on).
       const owned = await deps.lookupServer(serverId, ctx.signal);
       if (!owned) throw new DomainError("SERVER_NOT_FOUND", `no server ${serverId}`);
-      // So is a tenant's plan (its quota, retention and hot period) this projection has not heard of.
+      // So is a tenant's plan this projection has not heard of.
       const known = await store.findTenantStorage(db, owned.tenantId);
       const plan = known && known.plan_version > 0n ? undefined : await deps.lookupPlan(owned.tenantId, ctx.signal);
       try {
@@ -152,8 +136,7 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
               throw new DomainError("SERVER_DEAUTHORISED", `server ${serverId} is deauthorised`);
             }
             if (await store.findRecordingByServer(tx, serverId)) throw recordingInProgress(serverId);
-            // A tenant the gateway does not have (no plan: version 0 or no row) has no known quota: its
-            // recordings are not refused on it (docs/decisions.md).
+            // No plan (version 0 or no row): no known quota, so nothing is refused on it (decisions.md).
             const storage = await store.findTenantStorage(tx, server.tenant_id);
             if (storage && storage.plan_version > 0n && storage.storage_used_bytes >= storage.storage_quota_bytes) {
               throw new DomainError("STORAGE_QUOTA_EXCEEDED", "the tenant's storage quota is used up");
@@ -216,7 +199,7 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
       const endedAt = dateOf(header.endedAt, deps.now());
       const formatVersion = header.formatVersion ?? 1;
       const finish = (row: ReplayRow): Action => ({ kind: "finish", startedAt: row.started_at, endedAt });
-      // Checked before any byte is read, and the upload recorded before any is stored.
+      // Checked before any byte is read; the upload recorded before any is stored.
       let archiveKey = "";
       await transition(ctx, replayId, finish, async (tx, row) => {
         archiveKey = archiveKeyOf(row.tenant_id, replayId, newId());
@@ -237,9 +220,8 @@ export function createRecordingService(deps: RecordingDeps): ServiceImpl<typeof 
           return finishLockedReplay(tx, row, { endedAt, sizeBytes, formatVersion, archiveKey });
         });
       } catch (err) {
-        // Nothing recorded the archive: its blob, if any, is queued for removal now. Should that
-        // fail too (or the process crash here), the blob deletions worker queues it once the
-        // upload counts as abandoned; the caller learns the upload's own failure either way.
+        // The blob is queued for removal now; should that fail or the process crash, the deletions
+        // worker queues it once the upload counts as abandoned.
         await archive.updateArchiveUploadsAbandoned(db, archiveKey).catch((cleanupErr: unknown) => {
           log.warn(
             { err: cleanupErr, archiveKey, ...traceLogFields(traceOf(ctx)) },

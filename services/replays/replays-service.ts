@@ -63,16 +63,13 @@ function isPosition(value: unknown): value is store.ReplayPosition {
   return typeof p === "object" && p !== null && isPositionTimestamp(p.startedAt) && isUuid(p.replayId);
 }
 
-/**
- * A replay "still holds an archive" (decisions.md §5) until it expires: its size counts toward the
- * tenant's storage. A recording in progress has no size yet, so it frees nothing.
- */
+/** decisions.md §5: a replay "still holds an archive" until it expires; a recording has no size yet. */
 function heldBytes(row: store.ReplayRow): bigint {
   if (row.status === "expired" && row.archive_key === null) return 0n;
   return row.size_bytes === null ? 0n : BigInt(row.size_bytes);
 }
 
-/** The replays read API and DeleteReplay (spec "Replays", decisions.md §5 and §7). */
+/** spec "Replays", decisions.md §5 and §7. */
 export function createReplaysService(deps: ReplaysDeps): ServiceImpl<typeof ReplaysService> {
   const { db } = deps;
   return {
@@ -120,8 +117,7 @@ export function createReplaysService(deps: ReplaysDeps): ServiceImpl<typeof Repl
       const replayId = parseUuidV4(req.replayId, "INVALID_REPLAY_ID", "id");
       await db.transaction(
         async (tx) => {
-          // The lock orders a delete after any transition of the same replay in flight, and makes a
-          // concurrent second delete find nothing (REPLAY_NOT_FOUND), so the events go out once.
+          // Locked: a concurrent second delete finds nothing, so the events go out once.
           const row = await store.findReplayById(tx, tenantId, replayId, true);
           if (!row) throw notFound();
           await store.deleteReplay(tx, replayId);
@@ -158,8 +154,7 @@ export function createReplaysService(deps: ReplaysDeps): ServiceImpl<typeof Repl
 
     async getStorageUsage(_req, ctx) {
       const tenantId = requireTenant(ctx);
-      // A tenant not projected yet (its identity.tenant.upserted not applied) has no replay, so it
-      // uses 0; its quota is not known here yet, reported as 0 until the projection catches up.
+      // A tenant not projected yet has no replay and no known quota: 0 until the projection catches up.
       const row = await store.findTenantStorage(db, tenantId);
       return {
         storageUsedBytes: row?.storage_used_bytes ?? 0n,

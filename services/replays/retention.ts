@@ -6,19 +6,14 @@ import * as store from "./store.js";
 export type RetentionDeps = {
   db: Db;
   now: () => Date;
-  /** Replays per transaction; a full batch starts the next round at once. */
+  /** Per transaction. */
   batchSize?: number;
-  /** The wait between rounds. */
   intervalMs?: number;
 };
 
 /**
- * The retention reaper. Each round moves finished replays whose hot period has passed
- * (`hot_until`, set from the tenant's plan when the recording started) from `hot` to `cold`, then expires a batch of replays whose `retention_until` has passed, through the
- * same transition as ExpireReplay, in one transaction. Rows are claimed with FOR UPDATE SKIP LOCKED,
- * and a claimed row is re-checked against its committed state, so several replicas never move or
- * expire one replay twice, and `replays.asset.expired` is enqueued once. A recording in progress is
- * never touched.
+ * Moves replays past `hot_until` to cold, then expires those past `retention_until` as ExpireReplay does.
+ * Claimed SKIP LOCKED and re-checked once locked, so replicas never expire one replay twice.
  */
 export function retentionWorker(deps: RetentionDeps): WorkerSpec {
   const batchSize = deps.batchSize ?? 50;

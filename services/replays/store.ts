@@ -1,7 +1,4 @@
-// The SQL of schema `replays` (STYLE.md's store rule): the replay rows, the outbox, and the tenant
-// and server projections the recording lifecycle checks against. The archive queues (uploads in
-// flight and blobs to remove) are archive-store.ts's: with them this file would pass ~350 lines,
-// and they are a job of their own, shared by the recording service and the blob deletions worker.
+// The SQL of schema `replays`; the archive queues, shared with the blob deletions worker, are archive-store.ts's.
 
 import type { OutgoingEvent } from "../../lib/bus/events.js";
 import { enqueue } from "../../lib/bus/outbox.js";
@@ -10,7 +7,6 @@ import type { Queryable, Tx } from "../../lib/db/types.js";
 import { insertBlobDeletion } from "./archive-store.js";
 import type { Pipeline, ReplayStatus, Visibility } from "./transitions.js";
 
-/** A replays.replay row, as every store function of the service reads it. */
 export type ReplayRow = {
   replay_id: string;
   tenant_id: string;
@@ -31,22 +27,14 @@ export type ReplayRow = {
   archive_key: string | null;
 };
 
-/** A listed row also carries its started_at to the microsecond, as text: the page token's position. */
 export type ReplayListRow = ReplayRow & { position_at: string };
 
-/**
- * Where a list page starts: after the row with this (started_at, replay_id), the last of the
- * previous page. started_at is text to the microsecond (timestamptz's precision, finer than a
- * Date's), so that rows a millisecond apart or less are neither skipped nor repeated.
- */
+/** Microsecond text (finer than a Date): rows under 1 ms apart are neither skipped nor repeated. */
 export type ReplayPosition = { startedAt: string; replayId: string };
 
 export type ReplayFilters = { serverId?: string; integration?: string };
 
-/**
- * A tenant's quota and usage, and its plan's retention and hot period in days; plan_version 0 marks
- * usage recorded before its plan arrived (the retention fields then hold their defaults).
- */
+/** plan_version 0 marks usage recorded before the plan arrived (retention fields then hold defaults). */
 export type TenantStorage = {
   storage_quota_bytes: bigint;
   storage_used_bytes: bigint;
@@ -57,21 +45,16 @@ export type TenantStorage = {
 
 export type ServerState = "pending" | "connected" | "deauthorised";
 
-// bigint columns come back as strings from pg and as numbers or strings from the embedded
-// database; callers convert them with BigInt().
+// bigint columns come back as strings or numbers, depending on the adapter: callers use BigInt().
 export const replayColumns = `replay_id, tenant_id, server_id, integration, quality, status, pipeline, started_at,
   ended_at, duration_ms::text AS duration_ms, size_bytes::text AS size_bytes, format_version, storage_tier,
   retention_until, visibility, revoked, archive_key`;
 
-/** Records an event in this schema's outbox, in the caller's transaction. */
 export function enqueueEvent(tx: Tx, event: OutgoingEvent): Promise<void> {
   return enqueue(tx, "replays", event);
 }
 
-/**
- * identity.tenant.upserted: a newer plan replaces the quota, the retention and the hot period; the
- * usage is this service's own.
- */
+/** Only a newer plan replaces quota, retention and hot period; the usage is this service's own. */
 export async function upsertTenantPlan(
   tx: Tx,
   plan: { tenantId: string; storageQuotaBytes: bigint; version: bigint; retentionDays: number; hotDays: number },
@@ -87,10 +70,7 @@ export async function upsertTenantPlan(
   );
 }
 
-/**
- * Adds `deltaBytes` (negative to free space) to the tenant's usage. A tenant whose plan has not
- * been projected yet gets a row with plan version 0 and quota 0, which its first plan replaces.
- */
+/** A tenant whose plan is not projected yet gets plan version 0 and quota 0, which its first plan replaces. */
 export async function updateTenantStorageUsed(tx: Tx, tenantId: string, deltaBytes: bigint): Promise<void> {
   await tx.query(
     `INSERT INTO replays.tenant (tenant_id, storage_quota_bytes, plan_version, storage_used_bytes)
@@ -136,10 +116,7 @@ export async function findTenantStorage(q: Queryable, tenantId: string): Promise
 
 const serverRank: Record<ServerState, number> = { pending: 0, connected: 1, deauthorised: 2 };
 
-/**
- * servers.server.created / connected / deauthorised. A server only moves forward (pending,
- * connected, deauthorised), so an event that arrives after a later one changes nothing.
- */
+/** A server only moves forward, so an event that arrives after a later one changes nothing. */
 export async function upsertServerState(
   tx: Tx,
   server: { serverId: string; tenantId: string; state: ServerState },
@@ -170,7 +147,6 @@ export async function findServerById(
   return rows[0];
 }
 
-/** The server's recording in progress, if any. */
 export async function findRecordingByServer(q: Queryable, serverId: string): Promise<string | undefined> {
   const { rows } = await q.query<{ replay_id: string }>(
     "SELECT replay_id FROM replays.replay WHERE server_id = $1 AND status = 'recording'",
@@ -190,12 +166,7 @@ export type MarkerTargetRow = {
   purged: boolean;
 };
 
-/**
- * For each target in order, the replay a marker on it would go to: the tenant's replay by id, or
- * the server's recording in progress; and for a server target, the server's state and whether it
- * was purged. An index lookup or two per target (the primary key, or replay_recording_server_idx),
- * whatever the number of replays.
- */
+/** In target order; an index lookup or two per target, whatever the number of replays. */
 export async function findMarkerTargets(
   q: Queryable,
   targets: readonly { tenantId: string; replayId?: string; serverId?: string }[],
@@ -220,15 +191,7 @@ export async function findMarkerTargets(
   return rows;
 }
 
-/**
- * One page of a tenant's replays, newest first (started_at desc, replay_id desc: decisions.md §5),
- * after `after` when given, read with `limit` (the page size plus one, to know whether a replay
- * follows). The row-value comparison and the order match the (tenant_id[, server_id |
- * integration], started_at DESC, replay_id DESC) indexes of 001, so every page is one index range
- * scan from the token's position, however deep. The `IS NULL` alternatives cost nothing: each query
- * is an unnamed statement planned with its parameters, so the planner drops the unused filters and
- * keeps the row comparison as an index condition (checked with EXPLAIN on 300 000 rows).
- */
+/** Newest first (decisions.md §5): one index range scan from the token's position, however deep. */
 export async function listReplaysByTenant(
   q: Queryable,
   tenantId: string,
@@ -341,7 +304,6 @@ export async function updateReplayFinished(
   return rows[0] as ReplayRow;
 }
 
-/** Applies a transition's change to the lifecycle columns (the others stay). */
 export async function updateReplayState(
   tx: Tx,
   replayId: string,
@@ -368,10 +330,7 @@ export async function deleteReplay(tx: Tx, replayId: string): Promise<void> {
   await tx.query("DELETE FROM replays.replay WHERE replay_id = $1", [replayId]);
 }
 
-/**
- * Up to `limit` finished replays whose retention has passed by `now`, locked until the end of `tx`;
- * rows another replica holds are skipped, so replicas never expire the same replay.
- */
+/** Rows another replica holds are skipped, so replicas never expire the same replay. */
 export async function findReplaysDueForExpiryForUpdate(tx: Tx, now: Date, limit: number): Promise<ReplayRow[]> {
   const { rows } = await tx.query<ReplayRow>(
     `SELECT ${replayColumns} FROM replays.replay
@@ -383,11 +342,7 @@ export async function findReplaysDueForExpiryForUpdate(tx: Tx, now: Date, limit:
   return rows;
 }
 
-/**
- * Moves up to `limit` finished, unexpired `hot` replays whose hot period (their hot_until, set from
- * the plan when they started) has passed by `now` to `cold`, skipping rows another transaction
- * holds. Returns how many moved.
- */
+/** Skips rows another transaction holds; returns how many moved. */
 export async function updateReplaysCold(q: Queryable, now: Date, limit: number): Promise<number> {
   const { rows } = await q.query<{ replay_id: string }>(
     `UPDATE replays.replay SET storage_tier = 'cold'

@@ -1,13 +1,11 @@
 import { DomainError } from "../../lib/errors.js";
 
-// The replay lifecycle of decisions.md §7, as pure rules: each action is checked against the
-// replay's current state and either yields the change to apply or refuses with INVALID_TRANSITION.
+// The replay lifecycle of decisions.md §7, as pure rules.
 
 export type ReplayStatus = "recording" | "processing" | "ready" | "failed" | "expired";
 export type Pipeline = "none" | "started" | "ended";
 export type Visibility = "staff" | "public";
 
-/** What of a replay the rules look at. */
 export type ReplayState = {
   status: ReplayStatus;
   pipeline: Pipeline;
@@ -24,21 +22,17 @@ export type Action =
   | { kind: "revoke" }
   | { kind: "expire" };
 
-/** The new values of the state's fields an allowed action sets (the others stay). */
 export type Change = Partial<ReplayState>;
 
 const refuse = (detail: string) => new DomainError("INVALID_TRANSITION", detail);
 
-/** True once the recording has finished (whatever happened to it since). */
 export function isFinished(state: ReplayState): boolean {
   return state.status !== "recording";
 }
 
 /**
- * The change `action` makes to a replay in `state`, or a DomainError INVALID_TRANSITION when the
- * lifecycle does not allow it. Where the table is silent: an expired replay's archive is gone, so
- * its pipeline can no longer start or end (that would bring its status back); a collection
- * already public is not released again, so a transition happens, and emits its event, once.
+ * Where the table is silent: an expired replay's pipeline can no longer move (that would bring its status
+ * back), and a public collection is not released again, so each transition emits its event once.
  */
 export function nextState(state: ReplayState, action: Action): Change {
   switch (action.kind) {

@@ -1,12 +1,7 @@
 import { type Actor, MemberRole } from "../../gen/replay/common/v1/common_pb.js";
 import { DomainError } from "../../lib/errors.js";
 
-/**
- * decisions.md §2 "Management keys": the acting member's current state, as the gateway read it for
- * this very request. No member (a key from before member binding) -> ACTOR_BINDING_REQUIRED;
- * removed -> ACTOR_REMOVED; a role without server management (viewer) or the instance-settings
- * permission withdrawn -> PERMISSION_DENIED. Returns the actor, now known to manage something.
- */
+/** decisions.md §2 "Management keys", on the member's state as the gateway read it for this very request. */
 export function requireManager(actor: Actor | undefined): Actor {
   if (!actor) {
     throw new DomainError(

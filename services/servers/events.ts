@@ -1,12 +1,7 @@
 import type { Consumer } from "../../lib/bus/consumer.js";
 import * as store from "./store.js";
 
-/**
- * The servers service's projections: tenant plans (identity.tenant.upserted), against which plan
- * limits are checked, and the replays of each server (replays.recording.started,
- * replays.replay.deleted), from which replayCount is derived. The consumer runner applies each
- * event once (inbox) in the transaction that records it.
- */
+/** Tenant plans, for plan limits, and each server's replays, for replayCount. */
 export const serversConsumers: Consumer[] = [
   {
     durable: "servers_tenant_plans",

@@ -10,10 +10,7 @@ const lifecycles = {
   deauthorised: ServerLifecycle.DEAUTHORISED,
 } as const;
 
-/**
- * Servers as they are now, for other services whose projections may not have caught up yet (the
- * replays service's StartRecording). A purged or cancelled server has no row: not found.
- */
+/** For services whose projections may not have caught up yet; a purged or cancelled server is not found. */
 export function createServerLookupService(deps: { db: Db }): ServiceImpl<typeof ServerLookupService> {
   return {
     async lookupServer(req) {

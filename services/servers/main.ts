@@ -12,7 +12,6 @@ import { createServerLookupService } from "./lookup-service.js";
 import { createRecorderService } from "./recorder-service.js";
 import { createServersService } from "./servers-service.js";
 
-/** The servers service: management RPCs, recorder check-in, categories, plan slots. */
 export const serversService: ServiceSpec = {
   name: "servers",
   migrationsDir: sourceFolder(import.meta.url, "./migrations"),

@@ -1,10 +1,7 @@
 import { DomainError } from "../../lib/errors.js";
 import { codePointLength, hasControl, trimWhiteSpace } from "../../lib/text.js";
 
-/**
- * A server or category name: trimmed of white space at both ends, then 1 to 64 code points with no
- * control character (Unicode Cc); anything else is INVALID_NAME (decisions.md §1, §4).
- */
+/** Trimmed, then 1 to 64 code points, no control character; else INVALID_NAME (decisions.md §1, §4). */
 export function parseName(raw: string, malformed = false): string {
   if (malformed)
     throw new DomainError("INVALID_NAME", "name must be a string of 1 to 64 characters with no control characters");

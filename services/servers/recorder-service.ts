@@ -10,12 +10,7 @@ import { isOnline } from "./status.js";
 
 export type RecorderDeps = { db: Db; now: () => Date };
 
-/**
- * Recorder check-in (spec "Server status"): a pending setup's first check-in connects it, every
- * check-in sets lastSeenAt (and pluginVersion when sent); deauthorised servers are refused. The
- * status is derived from lastSeenAt at read time, never by a timer. Concurrent check-ins are
- * grouped into one statement (checkin.ts); each caller still gets its own answer.
- */
+/** spec "Server status": the status is derived from lastSeenAt at read time, never by a timer. */
 export function createRecorderService(deps: RecorderDeps): ServiceImpl<typeof RecorderService> {
   const checkIn = createCheckIns(deps.db);
   return {

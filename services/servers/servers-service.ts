@@ -28,7 +28,6 @@ import * as store from "./store.js";
 export type ServersDeps = {
   db: Db;
   now: () => Date;
-  /** A tenant's plan as the gateway knows it now (lib/plan-owner.ts). */
   lookupPlan: LookupPlan;
 };
 
@@ -62,18 +61,12 @@ function toCategoryMessage(row: CategoryRow): Omit<Category, "$typeName"> {
 const notFound = (serverId: string) => new DomainError("SERVER_NOT_FOUND", `no server ${serverId}`);
 
 /**
- * Servers management (decisions.md §4). Every write checks, in this order: ids and body well formed
- * (400), the acting member's binding and rights (403), the target exists (404), the member may
- * manage the target (403), the plan limit (409). Each route addresses one kind of record: a
- * pending setup's id on a server route (or the reverse) is SERVER_NOT_FOUND.
+ * Servers management (decisions.md §4). Writes check, in order: well formed (400), the member's rights (403),
+ * the target exists (404; a setup's id on a server route too), may manage it (403), the plan limit (409).
  */
 export function createServersService(deps: ServersDeps): ServiceImpl<typeof ServersService> {
   const { db } = deps;
 
-  /**
-   * What a write to one record needs before its transaction: its tenant, its parsed id, the member,
-   * and the call's trace hop (for the events it enqueues).
-   */
   type Target = { tenantId: string; serverId: string; actor: Actor; trace: TraceContext | undefined };
 
   function target(ctx: HandlerContext, rawId: string): Target {
@@ -82,11 +75,7 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
     return { tenantId, serverId, actor: requireManager(actorOf(ctx)), trace: traceOf(ctx) };
   }
 
-  /**
-   * The target record, locked in `tx`: it must exist in the kind the route addresses (a connected
-   * or deauthorised server, or a pending setup), else SERVER_NOT_FOUND; then the member must be
-   * allowed to manage it.
-   */
+  /** Locked; of the kind the route addresses, else SERVER_NOT_FOUND; then the member must manage it. */
   async function lockManageable(
     tx: Tx,
     { tenantId, serverId, actor }: Target,
@@ -98,7 +87,7 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
     return row;
   }
 
-  /** Purge (a server) and cancel (a pending setup) both delete the record, freeing its slot at once. */
+  /** Purge and cancel free the slot at once. */
   async function removeServer(to: Target, kind: "server" | "pending"): Promise<void> {
     await db.transaction(
       async (tx) => {
@@ -113,9 +102,7 @@ export function createServersService(deps: ServersDeps): ServiceImpl<typeof Serv
     );
   }
 
-  // A tenant created a moment ago may not have reached the plan projection yet: its plan is asked
-  // of the gateway, which owns it, and the projection brought forward to it (a newer plan's event
-  // that arrived meanwhile wins: versions only rise).
+  // A tenant created a moment ago may not be projected yet: its owner is asked (versions only rise).
   async function knowPlan(tenantId: string, signal: AbortSignal): Promise<void> {
     if (await store.findTenantPlan(db, tenantId)) return;
     const plan = await deps.lookupPlan(tenantId, signal);

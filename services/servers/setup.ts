@@ -3,17 +3,14 @@ import { DomainError } from "../../lib/errors.js";
 import { parseUuid } from "../../lib/ids.js";
 import { parseName } from "./name.js";
 
-/** A server id from a path or a request: any UUID version, returned lower case (decisions.md §3). */
+/** Any UUID version, lower case (decisions.md §3). */
 export function parseServerId(raw: string, malformed = false): string {
   return parseUuid(malformed ? "" : raw, "INVALID_SERVER_ID", "server id");
 }
 
 export type SetupInput = { name: string; categoryId: string | null; sourceServerId: string | null };
 
-/**
- * A new pending setup's request, checked in the order of decisions.md §4 for 400s: name, then
- * categoryId, then sourceServerId. Empty ids mean "not given".
- */
+/** In decisions.md §4's order for 400s; empty ids mean "not given". */
 export function parseSetupInput(req: {
   name: string;
   categoryId: string;
@@ -33,14 +30,10 @@ export function parseSetupInput(req: {
   return { name, categoryId, sourceServerId };
 }
 
-/** The range of google.protobuf.Timestamp: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z. */
+/** google.protobuf.Timestamp's range. */
 const TIMESTAMP_SECONDS = { min: -62_135_596_800n, max: 253_402_300_799n };
 
-/**
- * A check-in time: now when unset, and never in the future (operations.md `recorder checkin`). A
- * value outside Timestamp's own range (or with nanos outside 0..999 999 999) is refused as
- * INVALID_ARGUMENT: Postgres would refuse it as a fault of ours.
- */
+/** Never in the future (operations.md); outside Timestamp's range INVALID_ARGUMENT, not Postgres's fault. */
 export function checkInTime(at: Timestamp | undefined, now: Date): Date {
   if (at === undefined) return now;
   if (

@@ -25,7 +25,6 @@ const serverColumns = `s.server_id, s.tenant_id, s.name, s.category_id, s.state,
   s.last_seen_at, s.created_at,
   (SELECT count(*) FROM servers.replay r WHERE r.server_id = s.server_id AND NOT r.deleted)::int8 AS replay_count`;
 
-/** Records an event in this schema's outbox, in the caller's transaction. */
 export function enqueueEvent(tx: Tx, event: OutgoingEvent): Promise<void> {
   return enqueue(tx, "servers", event);
 }
@@ -78,7 +77,7 @@ export async function findServerForCheckIn(
   return rows[0];
 }
 
-/** A server's tenant and state by id alone: what other services look up (lookup-service.ts). */
+/** By id alone: what other services look up (lookup-service.ts). */
 export async function findServerState(
   q: Queryable,
   serverId: string,
@@ -90,10 +89,7 @@ export async function findServerState(
   return rows[0];
 }
 
-/**
- * The check-in of a connected server, in one statement: the common case of every heartbeat.
- * Returns undefined when the server is not connected (pending, deauthorised or unknown).
- */
+/** Every heartbeat's common case, one statement; undefined when the server is not connected. */
 export async function updateServerSeen(
   q: Queryable,
   serverId: string,
@@ -110,18 +106,7 @@ export async function updateServerSeen(
   return rows[0];
 }
 
-/**
- * The check-ins of connected servers, in one statement for a whole batch: the common case of every
- * heartbeat. `checkIns` holds one check-in per server (see foldCheckIns). The rows are locked in
- * server id order before the update, so batches that share servers never deadlock. Returns the ids
- * updated; servers not connected (pending, deauthorised or unknown) are not among them.
- *
- * The arrays are read through scalar subqueries so that the planner cannot see their lengths: with
- * `unnest($1)` each execution's custom plan knows the batch size, is estimated cheaper than the
- * generic one (which assumes 10 rows) whenever a batch is small, and Postgres plans the statement
- * anew every time (as much of its CPU as the whole update of a small batch; docs/performance.md). Hidden, the
- * prepared statement settles on its generic plan (index lookups by server_id whatever the size).
- */
+/** Rows locked in id order (batches never deadlock); arrays via scalar subqueries (docs/engineering.md). */
 export async function updateServersSeen(q: Queryable, checkIns: readonly CheckIn[]): Promise<Set<string>> {
   const { rows } = await q.query<{ server_id: string }>(
     `WITH seen AS (
@@ -247,10 +232,7 @@ export async function insertCategory(
   return rows[0] as CategoryRow;
 }
 
-/**
- * One keyset page of the tenant's categories, oldest first, then by id: those after the category
- * `after` names (from the start when null), at most `limit`.
- */
+/** `after` null: from the start. */
 export async function listCategoriesByTenant(
   q: Queryable,
   tenantId: string,

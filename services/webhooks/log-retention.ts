@@ -8,19 +8,15 @@ const log = logger("webhooks:log-retention");
 
 export type LogRetentionDeps = {
   db: Db;
-  /** How long an ended delivery stays in the log (WEBHOOK_LOG_RETENTION). */
   retentionMs: number;
-  /** Deliveries per statement; a full batch starts the next round at once. */
+  /** Per statement. */
   batchSize?: number;
-  /** The wait between rounds. */
   intervalMs?: number;
 };
 
 /**
- * Drops ended deliveries, with their attempts, once WEBHOOK_LOG_RETENTION has passed since they
- * ended (decisions.md §6.1 "Retention"); a pending one stays however old; and the stats' hourly
- * attempt counts past the eight days they serve. Runs whether or not
- * WEBHOOK_DELIVERY is on: a deployment that turned delivery off still holds the log it had.
+ * decisions.md §6.1 "Retention"; a pending delivery stays however old. Runs with WEBHOOK_DELIVERY off too:
+ * a deployment that turned delivery off still holds its log.
  */
 export function logRetentionWorker(deps: LogRetentionDeps): WorkerSpec {
   const batchSize = deps.batchSize ?? 2_000;

@@ -23,12 +23,7 @@ const log = logger("webhooks:secrets");
 /** How long a subscription request waits for its URL's host to resolve before accepting it unresolved. */
 const SUBSCRIPTION_LOOKUP_MS = 2_000;
 
-/**
- * The webhooks service: subscriptions, the fan-out of the replays service's eight webhook events
- * into deliveries, the delivery worker and the delivery log's retention (decisions.md §6). With
- * WEBHOOK_DELIVERY=off it refuses new subscriptions and sends nothing; the log's retention runs
- * either way.
- */
+/** decisions.md §6. With WEBHOOK_DELIVERY=off it refuses new subscriptions and sends nothing; retention still runs. */
 export const webhooksService: ServiceSpec = {
   name: "webhooks",
   migrationsDir: sourceFolder(import.meta.url, "./migrations"),

@@ -8,9 +8,6 @@ import type { SecretBox } from "../../lib/secrets/box.js";
 import { subscriptionBacklog } from "./delivery/queue-store.js";
 import { SUBSCRIPTION_SECRETS } from "./subscription-store.js";
 
-// The webhooks service's internal operator RPCs, reached through the gateway's internal port:
-// the delivery backlog (replayctl webhook backlog) and the secrets' reseal (replayctl secrets reencrypt).
-
 /** Subscriptions Backlog lists by default, and at most. */
 const BACKLOG_DEFAULT = 20;
 const BACKLOG_MAX = 1_000;

@@ -9,7 +9,6 @@ export const webhookEvents = WEBHOOK_EVENTS;
 
 export type WebhookEvent = (typeof webhookEvents)[number];
 
-/** The replays subject each webhook event comes from (ARCHITECTURE.md "Events"). */
 export type WebhookSubject = `replays.${WebhookEvent}`;
 
 export const webhookSubjects = webhookEvents.map((event) => `replays.${event}` as WebhookSubject);
@@ -52,12 +51,7 @@ function assetData(a: AssetSnapshot) {
   };
 }
 
-/**
- * A delivery's body (decisions.md §6): `{ event_id, event, created_at, tenant_id, data }`, `data`
- * holding the collection or the asset the event carries, in the contract's snake_case with unset
- * fields null. `created_at` is when the change happened in the replays service. Built once per
- * event, so every subscription and every attempt (a manual replay too) sends the same bytes.
- */
+/** decisions.md §6. Built once per event, so every subscription and attempt (a replay too) sends the same bytes. */
 export function deliveryBody(subject: WebhookSubject, event: EventOf<WebhookSubject>): string {
   const name = subject.slice("replays.".length) as WebhookEvent;
   let data: object;

@@ -10,8 +10,7 @@ import { vetWebhookUrl } from "./delivery/webhook-url.js";
 import { webhookEvents } from "./payload.js";
 import type { SubscriptionChange } from "./subscription-store.js";
 
-// The rules of a subscription's fields (decisions.md §6, §6.1): what a create, a PATCH, a rotation
-// and a recover accept. Each refusal is VALIDATION_ERROR with one violation per field.
+// decisions.md §6, §6.1: each refusal is VALIDATION_ERROR with one violation per field.
 
 const SUBSCRIPTION_EVENTS_MAX = 32;
 /** rateLimitPerSecond's range; null is unlimited. */
@@ -19,7 +18,6 @@ export const RATE_LIMIT_MAX = 10_000;
 /** A rotation's overlap: 24 hours unless asked, seven days at most. */
 export const GRACE_SECONDS_DEFAULT = 86_400;
 export const GRACE_SECONDS_MAX = 604_800;
-/** The fields a PATCH may set, by their public names. */
 export const UPDATABLE_FIELDS = ["url", "events", "disabled", "rateLimitPerSecond"] as const;
 
 const violation = (field: string, detail: string): FieldViolation => ({ field, code: "VALIDATION_ERROR", detail });
@@ -30,7 +28,7 @@ function refuse(violations: readonly FieldViolation[]): void {
   }
 }
 
-/** The `events` violation of a create or a PATCH: 1 to 32 unique names of the eight, matched exactly. */
+/** 1 to 32 unique names of the eight, matched exactly. */
 export function eventsViolation(events: readonly string[]): FieldViolation | undefined {
   const known = new Set<string>(webhookEvents);
   const valid = `the valid names are ${webhookEvents.join(", ")}`;
@@ -44,10 +42,7 @@ export function eventsViolation(events: readonly string[]): FieldViolation | und
   return detail === undefined ? undefined : violation("events", detail);
 }
 
-/**
- * A PATCH's change, or VALIDATION_ERROR: at least one field and none unknown; url and events by
- * the create's rules; rateLimitPerSecond 1 to 10 000 or null.
- */
+/** At least one field and none unknown; url and events by the create's rules. */
 export async function subscriptionChange(
   req: UpdateSubscriptionRequest,
   urls: { resolve: Resolver; allowTargets: AllowTargets },
@@ -97,7 +92,6 @@ export async function subscriptionChange(
   return change;
 }
 
-/** A rotation's graceSeconds: 0 to 604 800, 86 400 when unset. */
 export function graceSecondsOf(req: RotateSubscriptionSecretRequest): number {
   const grace = req.graceSeconds === undefined ? GRACE_SECONDS_DEFAULT : Number(req.graceSeconds);
   if (req.malformedFields.includes("graceSeconds") || grace < 0 || grace > GRACE_SECONDS_MAX) {
@@ -106,10 +100,7 @@ export function graceSecondsOf(req: RotateSubscriptionSecretRequest): number {
   return grace;
 }
 
-/**
- * A recover's window [since, until): since required and not in the future, not before the delivery
- * log's retention, and not after until (until unset: now).
- */
+/** [since, until): since not in the future nor before the log's retention; until unset: now. */
 export function recoverWindow(
   req: RecoverDeliveriesRequest,
   logRetentionMs: number,

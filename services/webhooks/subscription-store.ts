@@ -3,10 +3,8 @@ import type { Queryable, Tx } from "../../lib/db/types.js";
 import { bringDueForward } from "./delivery/queue-store.js";
 import { type SubscriptionRow, subscriptionColumns } from "./store.js";
 
-// SQL of schema `webhooks` for managing a subscription (decisions.md §6.1): get and update, holding
-// and releasing a disabled subscription's deliveries, the secret's rotation, recover and stats.
+// SQL of schema `webhooks` for managing a subscription (decisions.md §6.1).
 
-/** Where the subscriptions' secrets are sealed at rest (lib/secrets/reseal.ts). */
 export const SUBSCRIPTION_SECRETS: SealedColumns = {
   table: "webhooks.subscription",
   id: "subscription_id",
@@ -29,7 +27,7 @@ export async function findSubscription(
   return rows[0];
 }
 
-/** What a PATCH changes; an absent key leaves its column as it is. */
+/** An absent key leaves its column as it is. */
 export type SubscriptionChange = {
   url?: string;
   events?: readonly string[];
@@ -37,12 +35,7 @@ export type SubscriptionChange = {
   rateLimitPerSecond?: number | null;
 };
 
-/**
- * Applies a change to the tenant's subscription, undefined when it has none by that id; with
- * whether it disabled or enabled it (as found under the lock). Disabling (by hand) holds its
- * deliveries; enabling clears the reason and the failing clock and releases them, oldest first.
- * The row is locked first, so two changes apply one after the other.
- */
+/** Locks the row first, so two changes apply one after the other; enabling releases held deliveries. */
 export async function updateSubscription(
   tx: Tx,
   tenantId: string,
@@ -83,11 +76,7 @@ export async function updateSubscription(
   return { row: rows[0] as SubscriptionRow, disabled: disabling, enabled: enabling };
 }
 
-/**
- * Holds the pending deliveries of disabled subscriptions: no automatic attempt is due
- * (next_attempt_at null) until they are enabled again; queued manual attempts still go. Those in
- * flight finish, and their record holds them too.
- */
+/** No automatic attempt is due until enabled again; queued manual attempts still go, in-flight ones finish. */
 export async function holdDeliveries(q: Queryable, subscriptionIds: readonly string[]): Promise<void> {
   if (subscriptionIds.length === 0) return;
   await q.query(
@@ -97,10 +86,7 @@ export async function holdDeliveries(q: Queryable, subscriptionIds: readonly str
   );
 }
 
-/**
- * Makes an enabled subscription's held deliveries due now; the claim sends deliveries due together
- * oldest first (by their time-ordered ids). The claims read its deliveries from the start again.
- */
+/** Due now; the claim sends them oldest first (time-ordered ids) and reads from the start again. */
 async function releaseHeldDeliveries(tx: Tx, subscriptionId: string): Promise<void> {
   await tx.query(
     `WITH held AS (
@@ -114,12 +100,7 @@ async function releaseHeldDeliveries(tx: Tx, subscriptionId: string): Promise<vo
   );
 }
 
-/**
- * A new secret for the tenant's subscription. With a grace, the secret it had goes on signing
- * X-FV-Signature until the grace ends (a rotation during an overlap starts a new one from the
- * secret then current; the one before it stops at once). Undefined when there is no such
- * subscription; else when the previous secret stops (null without a grace).
- */
+/** With a grace the old secret still signs until it ends; rotating in an overlap starts from the current one. */
 export async function rotateSecret(
   q: Queryable,
   tenantId: string,
@@ -139,11 +120,7 @@ export async function rotateSecret(
   return rows[0];
 }
 
-/**
- * One manual attempt queued (as a replay: retry_count + 1) for each failed delivery of the
- * subscription created in [since, until), oldest first, RECOVER_MAX at most. Reads the delivery
- * log's index over the window only. Resolves to how many were queued.
- */
+/** A manual attempt (retry_count + 1) for each failed delivery created in [since, until), oldest first. */
 export async function recoverDeliveries(
   q: Queryable,
   subscriptionId: string,
@@ -174,10 +151,7 @@ export async function recoverDeliveries(
 export type AttemptCounts = { succeeded: number; failed: number };
 export type SubscriptionStats = { pending: number; last24h: AttemptCounts; last7d: AttemptCounts };
 
-/**
- * The subscription's pending deliveries (through the index of pending ones) and its finished
- * attempts by outcome over the last 24 and 168 hours, counted by the hour (attempt_hourly).
- */
+/** Attempts come from the hourly counts (attempt_hourly), not the log. */
 export async function subscriptionStats(q: Queryable, subscriptionId: string): Promise<SubscriptionStats> {
   const { rows } = await q.query<{
     pending: string;

@@ -28,13 +28,11 @@ export type WebhooksDeps = {
   pageTokens: PageTokens;
   /** WEBHOOK_DELIVERY: off refuses new subscriptions (503) and stores nothing. */
   delivery: boolean;
-  /** How subscription URLs are resolved and vetted (decisions.md §6). */
+  /** decisions.md §6. */
   urls: { resolve: Resolver; allowTargets: AllowTargets };
-  /** Seals the secrets it stores (lib/secrets/box.ts). */
   secrets: Pick<SecretBox, "seal">;
   /** WEBHOOK_LOG_RETENTION: a recover cannot reach further back than the log keeps. */
   logRetentionMs: number;
-  /** Wakes this process's delivery worker once a manual attempt is queued. */
   onQueued: () => void;
 };
 
@@ -86,7 +84,7 @@ function toDelivery(row: store.DeliveryRow, attempts: readonly store.AttemptRow[
   };
 }
 
-/** The deliveries with their attempts (newest first), read in one more statement. */
+/** Attempts newest first, in one more statement. */
 async function withAttempts(db: Db, rows: readonly store.DeliveryRow[]) {
   const byDelivery = new Map<string, store.AttemptRow[]>();
   for (const attempt of await store.listAttempts(
@@ -106,7 +104,7 @@ function isPosition(value: unknown): value is store.DeliveryPosition {
 }
 
 const subscriptionNotFound = () => new DomainError("SUBSCRIPTION_NOT_FOUND", "no such subscription");
-/** The tenant's subscription by that id, or SUBSCRIPTION_NOT_FOUND (a malformed id included). */
+/** A malformed id is SUBSCRIPTION_NOT_FOUND too. */
 async function subscriptionOf(db: Db, tenantId: string, subscriptionId: string): Promise<store.SubscriptionRow> {
   const found = isUuid(subscriptionId)
     ? await subscriptions.findSubscription(db, tenantId, subscriptionId.toLowerCase())
@@ -117,7 +115,7 @@ async function subscriptionOf(db: Db, tenantId: string, subscriptionId: string):
 
 const deliveryNotFound = () => new DomainError("DELIVERY_NOT_FOUND", "no such delivery");
 
-/** The webhooks API (spec "Webhooks", decisions.md §6): subscriptions, the delivery log, manual replay. */
+/** spec "Webhooks", decisions.md §6. */
 export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof WebhooksService> {
   const { db } = deps;
   return {
