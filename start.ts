@@ -15,20 +15,16 @@ import {
 } from "./lib/config.js";
 import { checkWritableDirs } from "./lib/data-dir.js";
 import { configureLogging, logger } from "./lib/log.js";
+import { configureMetrics } from "./lib/metrics.js";
 import { startOtelExport } from "./lib/otel.js";
 import { openPlatform, type Platform } from "./lib/platform.js";
-import { asPortError, checkPortsFree, EMBEDDED_SERVICE_HOST, PortError, plannedListeners } from "./lib/ports.js";
+import { asPortError, checkPortsFree, PortError, plannedListeners } from "./lib/ports.js";
 import type { Running } from "./lib/service-host.js";
-import { start as startMarkers } from "./services/markers/main.js";
-import { start as startReplays } from "./services/replays/main.js";
-import { start as startServers } from "./services/servers/main.js";
-import { start as startWebhooks } from "./services/webhooks/main.js";
+import { serviceStarts, startAll } from "./start-all.js";
 
 const log = logger("start");
 const GRACE_MS = 10_000;
 const PARENT_POLL_MS = 250;
-
-const services = { markers: startMarkers, servers: startServers, replays: startReplays, webhooks: startWebhooks };
 
 async function main(): Promise<void> {
   const arg = process.argv[2];
@@ -49,6 +45,7 @@ async function main(): Promise<void> {
     return;
   }
   configureLogging(config.log.level);
+  configureMetrics(config.metrics);
 
   const stopping = new Promise<string>((resolve) => {
     process.once("SIGTERM", () => resolve("SIGTERM"));
@@ -72,7 +69,7 @@ async function main(): Promise<void> {
   process.once("exit", () => platform.releaseAtExit());
   let parts: Running[];
   try {
-    parts = name === undefined ? await startAll(config, platform) : [await startOne(name, config, platform)];
+    parts = name === undefined ? await startAllWithBanner(config, platform) : [await startOne(name, config, platform)];
   } catch (err) {
     // A port taken between the check and the listen.
     const portError = asPortError(err, listeners);
@@ -118,40 +115,11 @@ function onParentExit(fn: () => void): void {
 }
 
 /**
- * The embedded default: the four services on loopback ports of their own, then the gateway. The
- * banner for the person who started it goes to stderr, so that stdout stays pure JSON log lines.
+ * The embedded default (start-all.ts), with a banner for the person who started it. The banner goes
+ * to stderr, so that stdout stays pure JSON log lines.
  */
-async function startAll(config: Config, platform: Platform): Promise<Running[]> {
-  // Each service on its own loopback port (MARKERS_PORT, ...: fixed by default, so that a gRPC
-  // client can call it straight, not through the gateway's forwarder); the gateway is told where.
-  // The services look each other and the gateway up (lib/rpc/peers.ts) where these say at the time
-  // of each call: filled in once each listens, before the gateway lets a request in.
-  const serviceUrls = { ...config.serviceUrls };
-  let gatewayInternalUrl = config.gateway.internalUrl;
-  const gatewayConfig = {
-    replicas: config.gateway.replicas,
-    get internalUrl() {
-      return gatewayInternalUrl;
-    },
-  };
-  const started = await Promise.all(
-    serviceNames.map((service) =>
-      services[service](
-        {
-          ...config,
-          serviceUrls,
-          gateway: gatewayConfig,
-          http: { ...config.http, port: config.http.servicePorts[service], internalHost: EMBEDDED_SERVICE_HOST },
-        },
-        platform,
-      ),
-    ),
-  );
-  serviceNames.forEach((service, i) => {
-    serviceUrls[service] = started[i]?.url as string;
-  });
-  const gateway = await startGateway({ ...config, serviceUrls }, platform);
-  gatewayInternalUrl = gateway.internalUrl;
+async function startAllWithBanner(config: Config, platform: Platform): Promise<Running[]> {
+  const { gateway, services: started } = await startAll(config, platform);
   process.stderr.write(
     `\nreplay service (${config.db.url ? "Postgres" : "embedded Postgres"}, ${config.bus.natsUrl ? "NATS" : "in-process bus"})\n`,
   );
@@ -203,7 +171,7 @@ async function startAll(config: Config, platform: Platform): Promise<Running[]> 
 }
 
 async function startOne(name: ProcessName, config: Config, platform: Platform): Promise<Running> {
-  return name === "gateway" ? startGateway(config, platform) : services[name](config, platform);
+  return name === "gateway" ? startGateway(config, platform) : serviceStarts[name](config, platform);
 }
 
 /** Ends a failed start: open handles (pools, sockets, half-started parts) would keep it alive. */

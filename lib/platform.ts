@@ -29,10 +29,24 @@ export type Platform = {
   releaseAtExit(): void;
 };
 
-export async function openPlatform(config: Config, name: string): Promise<Platform> {
+export type PlatformOptions = {
+  /**
+   * The embedded database's content, kept in memory instead of on disk under DATA_DIR (tests: the
+   * run's migrated template, so that a system starts without running a migration).
+   */
+  embeddedFrom?: Blob;
+};
+
+export async function openPlatform(
+  config: Config,
+  name: string,
+  { embeddedFrom }: PlatformOptions = {},
+): Promise<Platform> {
   let embedded: EmbeddedPostgres | undefined;
   if (config.db.url === undefined) {
-    embedded = await openEmbeddedPostgres(join(config.db.dataDir, "pg"), { template: config.db.template });
+    embedded = embeddedFrom
+      ? await openEmbeddedPostgres(undefined, { from: embeddedFrom })
+      : await openEmbeddedPostgres(join(config.db.dataDir, "pg"), { template: config.db.template });
   }
   const dbs: Db[] = [];
   const openDb = (schema: string, options?: { poolMax?: number }): Db => {

@@ -302,26 +302,8 @@ describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
       }
     });
 
-    it("answers 403 INSUFFICIENT_SCOPE naming the missing scope on every key route, before the route's own answer", async () => {
-      const t = await tenant();
-      const lacking = new Map<string, string>();
-      for (const scope of ALL_SCOPES) lacking.set(scope, (await t.mintKey(ALL_SCOPES.filter((s) => s !== scope))).key);
-      for (const route of keyRoutes()) {
-        const res = await send(url0, route.method, route.path, {
-          body: route.body,
-          headers: bearer(lacking.get(route.scope) as string),
-        });
-        const problem = expectProblem(res, 403, "INSUFFICIENT_SCOPE", `${route.method} ${route.path}`);
-        expect(problem.detail, `${route.method} ${route.path}`).toContain(route.scope);
-      }
-      // Scope comes before the body's own validation: a malformed body still answers 403.
-      const malformed = await send(url0, "POST", "/v1/api/servers", {
-        rawBody: "{not json",
-        headers: bearer(lacking.get("servers:write") as string),
-      });
-      expect(expectProblem(malformed, 403, "INSUFFICIENT_SCOPE").detail).toContain("servers:write");
-    });
-
+    // A key without a route's scope is refused on every key route: the route tests beside
+    // gateway/routes/ hold each one.
     it("a key holding only a route's scope is let through on every key route", async () => {
       const t = await tenant();
       const only = new Map<string, string>();
@@ -1163,37 +1145,6 @@ describe.each(sharedSystems())("authentication and tenancy ($mode)", (sys) => {
       // Without credentials the override headers authenticate nothing.
       expectProblem(await send(url0, "GET", "/v1/api/servers", { headers: overrides(a) }), 401, "UNAUTHENTICATED");
       expectProblem(await send(url0, "GET", "/v1/replays", { headers: overrides(a) }), 401, "UNAUTHENTICATED");
-    });
-
-    it("another tenant's server id answers exactly like an unknown one, and the refused write changes nothing", async () => {
-      const a = await tenant();
-      const b = await tenant();
-      const name = `a-${randomUUID().slice(0, 8)}`;
-      const theirs = await seedServer(sys, a.bearer(), name);
-      const unknown = randomUUID();
-      const shape = (res: Res, id: string) => ({
-        status: res.status,
-        contentType: res.headers.get("content-type"),
-        keys: Object.keys(res.body ?? {}).sort(),
-        type: res.body?.type,
-        title: res.body?.title,
-        code: res.body?.code,
-        detail: typeof res.body?.detail === "string" ? res.body.detail.replaceAll(id, "<id>") : res.body?.detail,
-      });
-      const routes: [string, (id: string) => string, unknown][] = [
-        ["PATCH", (id) => `/v1/api/servers/${id}`, { name: "taken-over" }],
-        ["DELETE", (id) => `/v1/api/servers/${id}`, undefined],
-        ["DELETE", (id) => `/v1/api/servers/permanent/${id}`, undefined],
-        ["DELETE", (id) => `/v1/api/servers/pending/${id}`, undefined],
-      ];
-      for (const [method, path, body] of routes) {
-        const cross = await send(url0, method, path(theirs), { body, headers: b.bearer() });
-        const missing = await send(url0, method, path(unknown), { body, headers: b.bearer() });
-        expect(shape(cross, theirs), `${method} ${path("{id}")}`).toEqual(shape(missing, unknown));
-        expect(cross.status, `${method} ${path("{id}")}: ${cross.text}`).not.toBeLessThan(400);
-      }
-      const after = await send(url0, "GET", "/v1/api/servers", { headers: a.bearer() });
-      expect(after.body.servers).toEqual([expect.objectContaining({ id: theirs, name, state: "connected" })]);
     });
   });
 });

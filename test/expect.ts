@@ -19,3 +19,23 @@ export function expectProblem(res: Res, status: number, code: string, context = 
   expect(res.body.instance, where).toBe(res.headers.get("x-request-id"));
   return res.body;
 }
+
+/**
+ * Asserts that the answer about another tenant's resource is the answer about an unknown id
+ * (decisions.md §2 "Tenancy"): the same problem, its detail differing only by the id it names.
+ */
+export function expectLikeUnknown(
+  theirs: Res,
+  theirId: string,
+  unknown: Res,
+  unknownId: string,
+  status: number,
+  code: string,
+): void {
+  const shape = (res: Res, id: string, context: string) => {
+    const { instance: _, detail, ...rest } = expectProblem(res, status, code, context);
+    const contentType = res.headers.get("content-type");
+    return { ...rest, contentType, detail: String(detail).replaceAll(id.toLowerCase(), "<id>") };
+  };
+  expect(shape(theirs, theirId, "another tenant's id")).toEqual(shape(unknown, unknownId, "an unknown id"));
+}

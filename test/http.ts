@@ -68,9 +68,9 @@ export function sendSigned(
   signer: Signer,
   method: string,
   path: string,
-  opts: { body?: unknown; nonce?: string; ts?: number; headers?: Record<string, string> } = {},
+  opts: { body?: unknown; rawBody?: string; nonce?: string; ts?: number; headers?: Record<string, string> } = {},
 ): Promise<Res> {
-  const raw = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+  const raw = opts.rawBody ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body));
   const { authorization } = signRequest({
     ...signer,
     method,
@@ -86,7 +86,7 @@ export const ALL_SCOPES = ["replays:read", "replays:write", "servers:read", "ser
 
 /** A fresh tenant with an owner, an all-scopes key bound to it and a signing key, through the admin API. */
 export async function provisionTenant(
-  sys: SystemHandle,
+  sys: Pick<SystemHandle, "admin">,
   plan: {
     rateLimitRps?: number;
     rateLimitBurst?: number;

@@ -12,7 +12,8 @@ import { sharedSystems } from "./shared-system.js";
 
 // Timeline markers through the gateway (spec "Timeline markers", decisions.md §1 and §3), in both
 // run modes: replays and servers are made through the real recording and servers APIs, so the
-// markers service learns of them through its projections, as in production.
+// markers service learns of them through its projections, as in production. Every refusal's status
+// and code is held by gateway/routes/markers.test.ts.
 
 const MARKER_FIELDS = ["actor", "category", "colour", "createdAt", "icon", "id", "label", "replayId", "tick"];
 const ICONS = "swords skull shield pickaxe blast flask user-plus bookmark flag sparkles hammer star trophy bed diamond";
@@ -102,78 +103,6 @@ describe.each(sharedSystems())("timeline markers ($mode mode)", (sys) => {
     for (const icon of ICONS.split(" ")) expect((await t.marker(replayId, { icon })).icon).toBe(icon);
   });
 
-  it("refuses each field with its own code, in the documented order, before existence", async () => {
-    const t = await tenant();
-    const r = randomUUID();
-    const cases: [unknown, string][] = [
-      [{ replayId: r, serverId: randomUUID(), tick: -1, label: "" }, "INVALID_TARGET"],
-      [{ tick: 1, label: "x" }, "INVALID_TARGET"],
-      [{ replayId: null, serverId: null, tick: 1, label: "x" }, "INVALID_TARGET"],
-      [{ replayId: 5, serverId: r, tick: 1, label: "x" }, "INVALID_TARGET"],
-      [{ replayId: "", tick: -1 }, "INVALID_REPLAY_ID"],
-      [{ replayId: 7, tick: -1 }, "INVALID_REPLAY_ID"],
-      [{ replayId: `{${r}}`, tick: -1 }, "INVALID_REPLAY_ID"],
-      [{ serverId: "", tick: -1 }, "INVALID_SERVER_ID"],
-      [{ serverId: "nope", tick: -1 }, "INVALID_SERVER_ID"],
-      [{ replayId: r, label: "" }, "INVALID_TICK"],
-      [{ replayId: r, tick: "5", label: "x" }, "INVALID_TICK"],
-      [{ replayId: r, tick: 1.5, label: "x" }, "INVALID_TICK"],
-      [{ replayId: r, tick: 2 ** 53, label: "x" }, "INVALID_TICK"],
-      [{ replayId: r, tick: 1e300, label: "x" }, "INVALID_TICK"],
-      [{ replayId: r, tick: -1, label: "x" }, "INVALID_TICK"],
-      [{ replayId: r, tick: null, label: "x" }, "INVALID_TICK"],
-      [{ replayId: r, tick: 1, category: "c".repeat(61) }, "INVALID_LABEL"],
-      [{ replayId: r, tick: 1, label: "   " }, "INVALID_LABEL"],
-      [{ replayId: r, tick: 1, label: "L".repeat(121) }, "INVALID_LABEL"],
-      [{ replayId: r, tick: 1, label: "😀".repeat(121) }, "INVALID_LABEL"],
-      [{ replayId: r, tick: 1, label: "bell\u0007" }, "INVALID_LABEL"],
-      [{ replayId: r, tick: 1, label: "nul\u0000" }, "INVALID_LABEL"],
-      [{ replayId: r, tick: 1, label: ["x"] }, "INVALID_LABEL"],
-      [{ replayId: r, tick: 1, label: "x", category: "c".repeat(61), colour: "red" }, "INVALID_CATEGORY"],
-      [{ replayId: r, tick: 1, label: "x", category: "tab\tinside" }, "INVALID_CATEGORY"],
-      [{ replayId: r, tick: 1, label: "x", category: 1 }, "INVALID_CATEGORY"],
-      [{ replayId: r, tick: 1, label: "x", colour: "#abc", icon: "nope" }, "INVALID_COLOUR"],
-      [{ replayId: r, tick: 1, label: "x", colour: " #abcdef" }, "INVALID_COLOUR"],
-      [{ replayId: r, tick: 1, label: "x", colour: "" }, "INVALID_COLOUR"],
-      [{ replayId: r, tick: 1, label: "x", icon: "Star", actor: "a".repeat(81) }, "INVALID_ICON"],
-      [{ replayId: r, tick: 1, label: "x", icon: " star" }, "INVALID_ICON"],
-      [{ replayId: r, tick: 1, label: "x", icon: "https://cdn.example.com/i.png" }, "INVALID_ICON"],
-      [{ replayId: r, tick: 1, label: "x", actor: "a".repeat(81) }, "INVALID_ACTOR"],
-      [{ replayId: r, tick: 1, label: "x", actor: "line\nbreak" }, "INVALID_ACTOR"],
-      [{ replayId: r, tick: 1, label: "x", actor: false }, "INVALID_ACTOR"],
-    ];
-    for (const [body, code] of cases) expectProblem(await t.create(body), 400, code, JSON.stringify(body));
-    for (const raw of ["", "{", "[]", "null", '"x"', "5"]) {
-      const res = await send(sys.baseUrl, "POST", "/v1/api/timeline-events", { headers: t.bearer(), rawBody: raw });
-      expectProblem(res, 400, "INVALID_BODY", raw);
-    }
-    expectProblem(await t.create({ replayId: r, tick: 1, label: "x" }), 404, "REPLAY_NOT_FOUND");
-    expectProblem(await t.create({ serverId: r, tick: 1, label: "x" }), 404, "REPLAY_NOT_FOUND");
-    expectProblem(await t.list(r), 404, "REPLAY_NOT_FOUND");
-    expectProblem(await t.list("nope"), 400, "INVALID_REPLAY_ID");
-    expectProblem(await t.remove("nope"), 400, "INVALID_MARKER_ID");
-    expectProblem(await t.remove(r), 404, "MARKER_NOT_FOUND");
-  });
-
-  it("checks authentication, then scope, then the body", async () => {
-    const t = await tenant();
-    const none = await send(sys.baseUrl, "POST", "/v1/api/timeline-events", { rawBody: "{" });
-    expectProblem(none, 401, "UNAUTHENTICATED");
-    const { key } = await t.mintKey(["replays:read"]);
-    const res = await send(sys.baseUrl, "POST", "/v1/api/timeline-events", { headers: t.bearer(key), rawBody: "{" });
-    expect(expectProblem(res, 403, "INSUFFICIENT_SCOPE").detail).toMatch(/replays:write/);
-    expectProblem(
-      await send(sys.baseUrl, "DELETE", `/v1/api/timeline-events/${randomUUID()}`, { headers: t.bearer(key) }),
-      403,
-      "INSUFFICIENT_SCOPE",
-    );
-    const { key: writer } = await t.mintKey(["replays:write"]);
-    const list = await send(sys.baseUrl, "GET", `/v1/api/replays/${randomUUID()}/timeline-events`, {
-      headers: t.bearer(writer),
-    });
-    expectProblem(list, 403, "INSUFFICIENT_SCOPE");
-  });
-
   it("pins a marker by serverId to the recording started a moment ago, and to nothing once it finished", async () => {
     const t = await tenant();
     const { serverId, replayId } = await t.startRecording();
@@ -192,10 +121,8 @@ describe.each(sharedSystems())("timeline markers ($mode mode)", (sys) => {
     expect(first.map((x) => x.id)).toEqual([m.body.id]);
   });
 
-  it("answers NO_ACTIVE_RECORDING for a pending or deauthorised server, REPLAY_NOT_FOUND for a purged or foreign one", async () => {
+  it("answers NO_ACTIVE_RECORDING for a deauthorised server and REPLAY_NOT_FOUND for a purged one, whose replays keep taking markers", async () => {
     const t = await tenant();
-    const pending = await t.pendingServer();
-    expectProblem(await t.create({ serverId: pending, tick: 1, label: "x" }), 404, "NO_ACTIVE_RECORDING");
     // A server's deauthorisation and purge reach the replays service as events: a create by its id
     // a moment after them may still land on its recording.
 
@@ -221,12 +148,6 @@ describe.each(sharedSystems())("timeline markers ($mode mode)", (sys) => {
     // The purged server's replays and the deauthorised server's keep taking markers by replayId.
     await t.marker(other.replayId);
     await t.marker(replayId);
-
-    const stranger = await tenant();
-    expectProblem(await stranger.create({ replayId, tick: 1, label: "x" }), 404, "REPLAY_NOT_FOUND");
-    expectProblem(await stranger.list(replayId), 404, "REPLAY_NOT_FOUND");
-    const mine = await t.marker(replayId);
-    expectProblem(await stranger.remove(mine.id), 404, "MARKER_NOT_FOUND");
   });
 
   it("returns the first 201 again for a repeated Idempotency-Key and body, and refuses the key with another body", async () => {
@@ -259,10 +180,6 @@ describe.each(sharedSystems())("timeline markers ($mode mode)", (sys) => {
     const late = { "idempotency-key": `late-${randomUUID()}` };
     expectProblem(await t.create({ replayId: randomUUID(), tick: 1, label: "x" }, late), 404, "REPLAY_NOT_FOUND");
     expect((await t.create({ replayId, tick: 1, label: "x" }, late)).status).toBe(201);
-    for (const bad of ["", "a b", "é", "x".repeat(256)]) {
-      const r = await t.create({ replayId, tick: 1, label: "x" }, { "idempotency-key": bad });
-      expectProblem(r, 400, "INVALID_IDEMPOTENCY_KEY", JSON.stringify(bad));
-    }
     expect((await t.create({ replayId, tick: 1, label: "x" }, { "idempotency-key": "!~".repeat(127) })).status).toBe(
       201,
     );

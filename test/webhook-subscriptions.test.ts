@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { verifyWebhookSignature } from "../services/webhooks/delivery/signature.js";
-import { expectProblem } from "./expect.js";
 import { send } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { sharedSystems } from "./shared-system.js";
@@ -10,7 +9,8 @@ import { tenantOn } from "./webhook-tenant.js";
 // Managing a webhook subscription through the gateway (decisions.md §6.1), in both modes, against a
 // real HTTPS receiver: get and PATCH, disabled subscriptions holding their events, the secret's
 // rotation with X-FV-Signature-Next, recover, the rate limit and the stats. The shared systems run
-// WEBHOOK_RETRY_SCHEDULE 0,300ms,300ms (test/global-setup.ts).
+// WEBHOOK_RETRY_SCHEDULE 0,300ms,300ms (test/global-setup.ts). Every refusal's status and code, and
+// another tenant's ids: gateway/routes/webhook-subscriptions.test.ts.
 
 const SECRET = /^whsec_[A-Za-z0-9_-]{43}$/;
 
@@ -27,9 +27,8 @@ const replayIdOf = (json: unknown) =>
   (json as { data: { collection: { replay_id: string } } }).data.collection.replay_id;
 
 describe.each(sharedSystems())("managing a webhook subscription ($mode mode)", (sys) => {
-  it("gets a subscription with its state; PATCH validates every field and changes only those named", async () => {
+  it("gets a subscription with its state; PATCH changes only the fields named", async () => {
     const t = await tenantOn(sys);
-    const other = await tenantOn(sys);
     const url = receiver.url(receiver.newPath());
     const { id } = await t.subscribe(url, ["collection.finalized"]);
 
@@ -46,38 +45,6 @@ describe.each(sharedSystems())("managing a webhook subscription ($mode mode)", (
       rateLimitPerSecond: null,
       previousSecretExpiresAt: null,
     });
-    for (const [method, path] of [
-      ["GET", `/v1/webhooks/${id}`],
-      ["PATCH", `/v1/webhooks/${id}`],
-      ["POST", `/v1/webhooks/${id}/rotate-secret`],
-      ["POST", `/v1/webhooks/${id}/recover`],
-      ["GET", `/v1/webhooks/${id}/stats`],
-      ["GET", "/v1/webhooks/not-an-id"],
-    ] as const) {
-      const body =
-        method === "GET" ? undefined : method === "PATCH" ? { disabled: true } : { since: new Date().toISOString() };
-      expectProblem(await other.signed(method, path, body), 404, "SUBSCRIPTION_NOT_FOUND", `${method} ${path}`);
-    }
-
-    const refused = async (body: unknown, field: string) => {
-      const res = await t.signed("PATCH", `/v1/webhooks/${id}`, body);
-      const problem = expectProblem(res, 422, "VALIDATION_ERROR", JSON.stringify(body));
-      expect(
-        problem.errors.map((e: { field: string }) => e.field),
-        res.text,
-      ).toContain(field);
-    };
-    await refused({}, "body");
-    await refused({ colour: "blue" }, "colour");
-    await refused({ url: "http://example.com/hook" }, "url");
-    await refused({ url: 42 }, "url");
-    await refused({ events: ["collection.finalised"] }, "events");
-    await refused({ events: [] }, "events");
-    await refused({ disabled: "yes" }, "disabled");
-    for (const rate of [0, 10_001, 1.5, "5", 2 ** 40])
-      await refused({ rateLimitPerSecond: rate }, "rateLimitPerSecond");
-    expect((await t.signed("GET", `/v1/webhooks/${id}`)).body).toEqual(got.body);
-
     const patched = await t.signed("PATCH", `/v1/webhooks/${id}`, {
       events: ["asset.ready", "collection.finalized"],
       rateLimitPerSecond: 50,
@@ -142,20 +109,6 @@ describe.each(sharedSystems())("managing a webhook subscription ($mode mode)", (
     const t = await tenantOn(sys);
     const path = receiver.newPath();
     const { id, secret: first } = await t.subscribe(receiver.url(path), ["collection.finalized"]);
-    for (const body of [
-      { graceSeconds: -1 },
-      { graceSeconds: 604_801 },
-      { graceSeconds: "60" },
-      { graceSeconds: 1.5 },
-    ]) {
-      const problem = expectProblem(
-        await t.signed("POST", `/v1/webhooks/${id}/rotate-secret`, body),
-        422,
-        "VALIDATION_ERROR",
-      );
-      expect(problem.errors[0].field).toBe("graceSeconds");
-    }
-
     const rotated = await t.signed("POST", `/v1/webhooks/${id}/rotate-secret`, undefined);
     expect(rotated.status, rotated.text).toBe(200);
     expect(rotated.body.secret).toMatch(SECRET);
@@ -211,22 +164,6 @@ describe.each(sharedSystems())("managing a webhook subscription ($mode mode)", (
       100,
     );
 
-    for (const [body, field] of [
-      [{}, "since"],
-      [{ since: "yesterday" }, "since"],
-      [{ since: new Date(Date.now() + 3_600_000).toISOString() }, "since"],
-      [{ since: new Date(Date.now() - 31 * 86_400_000).toISOString() }, "since"],
-      [{ since: before, until: new Date(Date.now() - 3_600_000).toISOString() }, "since"],
-      [{ since: before, until: "2026-13-01T00:00:00Z" }, "until"],
-    ] as const) {
-      const problem = expectProblem(
-        await t.signed("POST", `/v1/webhooks/${id}/recover`, body),
-        422,
-        "VALIDATION_ERROR",
-        JSON.stringify(body),
-      );
-      expect(problem.errors.map((e: { field: string }) => e.field)).toContain(field);
-    }
     // A window that holds none of them queues nothing.
     const none = await t.signed("POST", `/v1/webhooks/${id}/recover`, { since: before, until: before });
     expect(none.status, none.text).toBe(202);

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -7,7 +6,7 @@ import { AssetState, RecordingService } from "../gen/replay/replays/v1/recording
 import { WEBHOOK_EVENTS } from "../lib/vocabulary.js";
 import { verifyWebhookSignature } from "../services/webhooks/delivery/signature.js";
 import { expectProblem } from "./expect.js";
-import { provisionTenant, type Res, send, sendSigned } from "./http.js";
+import { type Res, send } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { sharedSystems, testNatsUrl } from "./shared-system.js";
 import { distributedSkipReason, type System, startDistributedSystem, startEmbeddedSystem } from "./system.js";
@@ -17,7 +16,8 @@ import { type Delivery, tenantOn } from "./webhook-tenant.js";
 
 // Webhooks through the gateway (spec "Webhooks", "Events", "Delivery"; decisions.md §6), in both run
 // modes, delivered to a real HTTPS receiver. The shared systems run WEBHOOK_RETRY_SCHEDULE
-// 0,300ms,300ms and WEBHOOK_TIMEOUT_MS 2000 (test/global-setup.ts).
+// 0,300ms,300ms and WEBHOOK_TIMEOUT_MS 2000 (test/global-setup.ts). Every refusal's status and code,
+// WEBHOOK_DELIVERY=off's included: gateway/routes/webhooks.test.ts.
 
 const EVENTS = [...WEBHOOK_EVENTS];
 const SCHEDULE_ATTEMPTS = 3;
@@ -34,7 +34,7 @@ afterAll(async () => {
 describe.each(sharedSystems())("webhooks ($mode mode)", (sys) => {
   const tenant = () => tenantOn(sys);
 
-  it("creates, lists and deletes subscriptions; the secret is shown once; another tenant sees none of them", async () => {
+  it("creates, lists and deletes subscriptions; the secret is shown once", async () => {
     const t = await tenant();
     const url = receiver.url(receiver.newPath());
     const res = await t.signed("POST", "/v1/webhooks", { url, events: ["asset.ready", "collection.finalized"] });
@@ -51,58 +51,8 @@ describe.each(sharedSystems())("webhooks ($mode mode)", (sys) => {
     });
     expect(list.text).not.toContain(res.body.secret);
 
-    const other = await tenant();
-    expect((await other.signed("GET", "/v1/webhooks")).body).toEqual({ subscriptions: [] });
-    expectProblem(await other.signed("DELETE", `/v1/webhooks/${res.body.id}`), 404, "SUBSCRIPTION_NOT_FOUND");
-    expectProblem(await other.signed("GET", `/v1/webhooks/${res.body.id}/deliveries`), 404, "SUBSCRIPTION_NOT_FOUND");
-
     expect((await t.signed("DELETE", `/v1/webhooks/${res.body.id.toUpperCase()}`)).status).toBe(204);
     expectProblem(await t.signed("DELETE", `/v1/webhooks/${res.body.id}`), 404, "SUBSCRIPTION_NOT_FOUND");
-    expectProblem(await t.signed("DELETE", "/v1/webhooks/not-a-uuid"), 404, "SUBSCRIPTION_NOT_FOUND");
-    expect((await t.signed("GET", "/v1/webhooks")).body).toEqual({ subscriptions: [] });
-  });
-
-  it.each([
-    ["http://hooks.example.com/x", "url", /https/],
-    ["https://user:pw@hooks.example.com/x", "url", /user-info/],
-    [`https://hooks.example.com/${"a".repeat(2030)}`, "url", /2048/],
-    ["https://127.0.0.1:1/x", "url", /loopback/],
-    ["https://2130706433/x", "url", /loopback/],
-    ["https://[::1]/x", "url", /loopback/],
-    ["https://[::ffff:10.0.0.1]/x", "url", /private/],
-    ["https://169.254.169.254/latest/meta-data", "url", /link-local/],
-    ["https://100.64.0.1/x", "url", /CGNAT|shared/i],
-    ["https://localhost:1/x", "url", /loopback/],
-  ])("refuses the url %s with 422 VALIDATION_ERROR for url, storing nothing", async (url, field, detail) => {
-    const t = await tenant();
-    const res = await t.signed("POST", "/v1/webhooks", { url, events: ["asset.ready"] });
-    expectProblem(res, 422, "VALIDATION_ERROR");
-    expect(res.body.errors).toEqual([{ field, code: "VALIDATION_ERROR", detail: expect.stringMatching(detail) }]);
-    expect((await t.signed("GET", "/v1/webhooks")).body).toEqual({ subscriptions: [] });
-  });
-
-  it("refuses events that are not 1 to 32 unique names of the eight (matched exactly) and wrong JSON types, listing the valid names", async () => {
-    const t = await tenant();
-    const url = receiver.url(receiver.newPath());
-    const tooMany = Array<string>(33).fill("asset.ready");
-    for (const events of [
-      [],
-      ["asset.ready", "asset.ready"],
-      ["Asset.ready"],
-      [" asset.ready"],
-      ["replay.created"],
-      tooMany,
-    ]) {
-      const res = await t.signed("POST", "/v1/webhooks", { url, events });
-      expectProblem(res, 422, "VALIDATION_ERROR");
-      expect(res.body.errors.map((e: { field: string }) => e.field)).toEqual(["events"]);
-      if (events.length !== 2) for (const name of EVENTS) expect(res.text).toContain(name);
-    }
-    const wrongTypes = await t.signed("POST", "/v1/webhooks", { url: 5, events: "asset.ready" });
-    expectProblem(wrongTypes, 422, "VALIDATION_ERROR");
-    expect(wrongTypes.body.errors.map((e: { field: string }) => e.field)).toEqual(["url", "events"]);
-    expectProblem(await t.signed("POST", "/v1/webhooks", { url, events: [1] }), 422, "VALIDATION_ERROR");
-    expectProblem(await t.signed("POST", "/v1/webhooks", ["not", "an", "object"]), 400, "INVALID_BODY");
     expect((await t.signed("GET", "/v1/webhooks")).body).toEqual({ subscriptions: [] });
   });
 
@@ -145,7 +95,6 @@ describe.each(sharedSystems())("webhooks ($mode mode)", (sys) => {
     const one = await t.signed("GET", `/v1/webhooks/deliveries/${d.id}`);
     expect(one.body).toEqual(d);
     expectProblem(await foreign.signed("GET", `/v1/webhooks/deliveries/${d.id}`), 404, "DELIVERY_NOT_FOUND");
-    expectProblem(await t.signed("GET", `/v1/webhooks/deliveries/${randomUUID()}`), 404, "DELIVERY_NOT_FOUND");
 
     // Another finished replay proves the pipeline ran past the first event; neither other path got anything.
     await t.finishedReplay();
@@ -253,9 +202,6 @@ describe.each(sharedSystems())("webhooks ($mode mode)", (sys) => {
     } while (token !== "");
     expect(pages).toBe(3);
     expect(seen).toEqual(all.map((d) => d.id));
-    expectProblem(await t.signed("GET", `/v1/webhooks/${sub.id}/deliveries?page_size=0`), 400, "INVALID_PAGE_SIZE");
-    expectProblem(await t.signed("GET", `/v1/webhooks/${sub.id}/deliveries?page_token=abc`), 400, "INVALID_PAGE_TOKEN");
-    expectProblem(await t.signed("GET", `/v1/webhooks/${randomUUID()}/deliveries`), 404, "SUBSCRIPTION_NOT_FOUND");
   });
 });
 
@@ -306,23 +252,3 @@ for (const [mode, start, skip] of hangSystems) {
     });
   });
 }
-
-describe("webhooks with WEBHOOK_DELIVERY=off (embedded mode)", () => {
-  const system = useSystem(() => startEmbeddedSystem({ WEBHOOK_DELIVERY: "off" }));
-
-  it("refuses subscriptions with 503 WEBHOOK_DELIVERY_UNCONFIGURED before any other check, storing nothing", async () => {
-    const sys = system();
-    const t = await provisionTenant(sys);
-    for (const body of [
-      { url: "https://hooks.example.com/x", events: ["asset.ready"] },
-      { url: "http://127.0.0.1/x", events: ["nope"] },
-    ]) {
-      expectProblem(
-        await sendSigned(sys.baseUrl, t.signer, "POST", "/v1/webhooks", { body }),
-        503,
-        "WEBHOOK_DELIVERY_UNCONFIGURED",
-      );
-    }
-    expect((await sendSigned(sys.baseUrl, t.signer, "GET", "/v1/webhooks")).body).toEqual({ subscriptions: [] });
-  });
-});

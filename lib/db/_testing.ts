@@ -20,6 +20,31 @@ export type TestDb = { db: Db; dbFor(schema: string): Db } & AsyncDisposable;
 export async function createTestDb(schema: string): Promise<TestDb> {
   const url = process.env.DATABASE_URL;
   if (!url) return createEmbeddedTestDb(schema);
+  const database = await createTestDatabase(url);
+  const opened: Db[] = [];
+  const open = (dbSchema: string): Db => {
+    const db = createPgDb({ url: database.url, schema: dbSchema, poolMax: 5 });
+    opened.push(db);
+    return db;
+  };
+  return {
+    db: open(schema),
+    dbFor: open,
+    async [Symbol.asyncDispose]() {
+      try {
+        await Promise.all(opened.map((db) => db.close()));
+      } finally {
+        await database.drop();
+      }
+    },
+  };
+}
+
+/**
+ * A Postgres database of its own, created through `url` (DATABASE_URL) from the run's migrated
+ * template: its URL, and `drop`, which ends its connections and drops it.
+ */
+export async function createTestDatabase(url: string): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `t_${randomBytes(8).toString("hex")}`;
   // Database statements take no parameters; `name` is generated above, never input. The template
   // (test/global-setup.ts) has every schema migrated already.
@@ -33,18 +58,10 @@ export async function createTestDb(schema: string): Promise<TestDb> {
   }
   const testUrl = new URL(url);
   testUrl.pathname = `/${name}`;
-  const opened: Db[] = [];
-  const open = (dbSchema: string): Db => {
-    const db = createPgDb({ url: testUrl.toString(), schema: dbSchema, poolMax: 5 });
-    opened.push(db);
-    return db;
-  };
   return {
-    db: open(schema),
-    dbFor: open,
-    async [Symbol.asyncDispose]() {
+    url: testUrl.toString(),
+    async drop() {
       try {
-        await Promise.all(opened.map((db) => db.close()));
         await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [name]);
         await admin.query(`DROP DATABASE IF EXISTS ${name}`);
       } finally {
@@ -69,12 +86,17 @@ export function testDbModes(): TestDbMode[] {
 
 let embeddedTemplate: Promise<Blob | undefined> | undefined;
 
-async function createEmbeddedTestDb(schema: string): Promise<TestDb> {
+/** The run's embedded database with every schema migrated, read once per test process. */
+export function embeddedTemplateDump(): Promise<Blob | undefined> {
   embeddedTemplate ??= (async () => {
     const path = inject("embeddedTemplate");
     return path ? new Blob([await readFile(path)]) : undefined;
   })();
-  const embedded = await openEmbeddedPostgres(undefined, { from: await embeddedTemplate });
+  return embeddedTemplate;
+}
+
+async function createEmbeddedTestDb(schema: string): Promise<TestDb> {
+  const embedded = await openEmbeddedPostgres(undefined, { from: await embeddedTemplateDump() });
   return {
     db: createEmbeddedDb(embedded, schema),
     dbFor: (other) => createEmbeddedDb(embedded, other),

@@ -38,8 +38,6 @@ import { startWebhookReceiver, type WebhookReceiver, writeReceiverCertificate } 
 // - ReplayConsumerRedeliveries: over one redelivery a second for 10 s takes a handler failing event
 //   after event, a poison event no fault of a running system makes.
 // - ReplayRetentionBehind: retention runs once a minute, and would have to fail for minutes.
-// - ReplayDatabasePoolExhausted: a pool held exhausted also holds the process's /metrics (its
-//   outbox gauges wait in the same pool), so the scrape fails and ReplayTargetDown fires instead.
 // - ReplayProcessRestarting: three starts within 15 s (15 m scaled), a race on a busy machine.
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
@@ -93,6 +91,8 @@ describe.skipIf(skip)(`alerts live, against a real Prometheus (distributed mode;
         WEBHOOK_RETRY_SCHEDULE: ["0", ...Array(150).fill("2s")].join(","),
         // A receiver that hangs holds its attempts for longer than the test runs.
         WEBHOOK_TIMEOUT_MS: "300000",
+        // Below this Prometheus's 1 s scrape timeout: a process whose pool is exhausted still answers.
+        METRICS_READ_DEADLINE_MS: "400",
       },
     });
 
@@ -405,6 +405,28 @@ describe.skipIf(skip)(`alerts live, against a real Prometheus (distributed mode;
       await resolves("ReplayApiServerErrors", { route }, repaired);
       await resolves("ReplayApiErrorBudgetBurn", {}, repaired);
       await resolves("ReplayApiLatencyBudgetBurn", {}, resumed);
+    }, 240_000);
+
+    it("fires ReplayDatabasePoolExhausted while every markers connection waits on a lock, and resolves it once released", async () => {
+      const list = () =>
+        send(sys.baseUrl, "GET", `/v1/api/replays/${replayId}/timeline-events`, { headers: tenant.bearer() });
+      await quiet("ReplayDatabasePoolExhausted");
+      const db = new pg.Client({ connectionString: sys.databaseUrl });
+      await db.connect();
+      try {
+        await db.query("BEGIN");
+        // Every list waits for the lock on a connection of its own: more lists than the pool has.
+        await db.query("LOCK TABLE markers.marker IN ACCESS EXCLUSIVE MODE");
+        const locked = Date.now();
+        const waiting = load(list, 24);
+        await fires("ReplayDatabasePoolExhausted", { job: "replay-markers", schema: "markers" }, locked);
+        await db.query("ROLLBACK");
+        const released = Date.now();
+        await waiting.stop();
+        await resolves("ReplayDatabasePoolExhausted", { job: "replay-markers", schema: "markers" }, released);
+      } finally {
+        await db.end();
+      }
     }, 240_000);
 
     it("fires ReplayWebhookSubscriptionsFailing and ReplayWebhookBacklog while the receivers fail, and resolves them once they answer", async () => {
