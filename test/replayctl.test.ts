@@ -2,11 +2,12 @@ import { createHash, randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { MemberRole } from "../gen/replay/common/v1/common_pb.js";
 import { ALL_SCOPES, provisionTenant } from "./http.js";
-import { runReplayctl } from "./replayctl.js";
+import { runReplayctl, spawnReplayctl } from "./replayctl.js";
 import { oneSharedSystem } from "./shared-system.js";
 
-// replayctl's list commands end to end (the compiled CLI against a running system's internal
-// port of one shared system, the admin API being the same code in both modes): what they show, what they never show, and tenant isolation.
+// replayctl's list commands end to end against one shared system's internal port (the admin API
+// is the same code in both modes), the CLI run in this process but for one test of the compiled
+// binary: what they show, what they never show, and tenant isolation.
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
@@ -33,6 +34,15 @@ describe.each(oneSharedSystem())("replayctl list commands ($mode mode)", (sys) =
     expect(created, "oldest first").toEqual([...created].sort());
     return rows;
   }
+
+  it("runs as the compiled binary (as npx runs it): one JSON line and exit 0, or the problem on stderr and exit 1", async () => {
+    const created = await spawnReplayctl(sys.internalUrl, ["tenant", "create", "--name", "spawned"]);
+    expect({ code: created.code, stderr: created.stderr }).toEqual({ code: 0, stderr: "" });
+    expect(created.stdout).toMatch(/^\{.*\}\n$/);
+    const refused = await spawnReplayctl(sys.internalUrl, ["tenant", "show", "--tenant", "not-a-uuid"]);
+    expect({ code: refused.code, stdout: refused.stdout }).toEqual({ code: 1, stdout: "" });
+    expect(refused.problem).toMatchObject({ status: 400, code: "INVALID_ARGUMENT" });
+  });
 
   it("tenant list shows a new tenant with its plan, oldest first, each tenant once across pages", async () => {
     const name = `list-${randomUUID().slice(0, 8)}`;

@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { main } from "../cli/main.js";
 
 const cli = join(
   fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/"),
@@ -20,11 +21,35 @@ function parsed(text: string): unknown {
   }
 }
 
+function cliRun(code: number, stdout: string, stderr: string): CliRun {
+  return { code, stdout, stderr, out: parsed(stdout), problem: parsed(stderr) };
+}
+
 /**
- * Runs the compiled replayctl (dist/cli/replayctl.js, as `npx replayctl` runs it) against the
- * internal API at `internalUrl`, with only PATH and `env` besides, and resolves whatever its exit code.
+ * Runs replayctl (cli/main.ts, what the binary runs) in this process against the internal API at
+ * `internalUrl`, with only `env` besides: a process start per call cost each test a second on this
+ * machine. spawnReplayctl runs the compiled binary itself.
  */
-export function runReplayctl(
+export async function runReplayctl(
+  internalUrl: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+): Promise<CliRun> {
+  let stdout = "";
+  let stderr = "";
+  const code = await main(
+    args,
+    { REPLAYCTL_URL: internalUrl, ...env },
+    { stdout: (text) => (stdout += text), stderr: (text) => (stderr += text) },
+  );
+  return cliRun(code, stdout, stderr);
+}
+
+/**
+ * Runs the compiled replayctl (dist/cli/replayctl.js, as `npx replayctl` runs it) with only PATH
+ * and `env` besides, and resolves whatever its exit code.
+ */
+export function spawnReplayctl(
   internalUrl: string,
   args: readonly string[],
   env: Record<string, string> = {},
@@ -37,7 +62,7 @@ export function runReplayctl(
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === "number" ? err.code : undefined) : 0;
         if (code === undefined) return reject(err);
-        resolve({ code, stdout, stderr, out: parsed(stdout), problem: parsed(stderr) });
+        resolve(cliRun(code, stdout, stderr));
       },
     );
   });

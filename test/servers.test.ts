@@ -1,8 +1,4 @@
-import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { MemberRole } from "../gen/replay/common/v1/common_pb.js";
@@ -13,6 +9,7 @@ import { createNatsBus } from "../lib/bus/nats.js";
 import { ALL_SCOPES, provisionTenant, type Res, send } from "./http.js";
 import { pollUntil } from "./poll.js";
 import { grpcCheckIn } from "./recorder.js";
+import { runReplayctl } from "./replayctl.js";
 import { sharedSystems, testNatsUrl } from "./shared-system.js";
 import type { SystemHandle } from "./system.js";
 
@@ -274,16 +271,9 @@ describe.each(sharedSystems())("servers ($mode mode)", (sys) => {
   }
 
   async function replayctl(...args: string[]): Promise<Record<string, string>> {
-    const cli = join(
-      fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/"),
-      "dist",
-      "cli",
-      "replayctl.js",
-    );
-    const { stdout } = await promisify(execFile)(process.execPath, [cli, ...args], {
-      env: { ...process.env, REPLAYCTL_URL: sys.internalUrl },
-    });
-    return JSON.parse(stdout);
+    const run = await runReplayctl(sys.internalUrl, args);
+    expect(run.stderr).toBe("");
+    return run.out;
   }
 });
 
