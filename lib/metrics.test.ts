@@ -19,6 +19,10 @@ describe("a scrape with a read that never ends (an exhausted pool, a NATS outage
       stuck.watch(never()),
       watchConsumer("stuck_consumer", never()),
       watchPool("exhausted", () => ({ total: 4, idle: 0, waiting: 7 })),
+      // A reader that throws before returning a promise fails its own read only.
+      watchConsumer("broken_consumer", () => {
+        throw new TypeError("not a function");
+      }),
     ];
     try {
       for (const scrape of [1, 2]) {

@@ -218,7 +218,8 @@ const reading = new Map<object, Promise<unknown>>();
 async function readOrLog<T>(what: string, read: () => Promise<T>, key: object = read): Promise<T | undefined> {
   let running = reading.get(key) as Promise<T> | undefined;
   if (!running) {
-    running = read().finally(() => reading.delete(key));
+    // Started in a promise, so that a reader that throws before returning one fails this read only.
+    running = (async () => read())().finally(() => reading.delete(key));
     reading.set(key, running);
   }
   let timer: NodeJS.Timeout | undefined;

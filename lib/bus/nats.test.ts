@@ -2,8 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { connect, StorageType } from "nats";
 import { describe, expect, inject, it, onTestFinished } from "vitest";
 import { waitFor } from "../../test/poll.js";
-import { metricValue } from "../_testing.js";
-import { registry } from "../metrics.js";
+import { consumerRedeliveries } from "../metrics.js";
 import { createNatsTestBus, deleteNamespaceStreams, describeBusContract, recorder } from "./_testing.js";
 import { createNatsBus, isNatsUnreachable, natsStreamName } from "./nats.js";
 
@@ -93,9 +92,8 @@ describe.skipIf(!servers)("NATS JetStream bus (skipped: no NATS_URL and no nats-
     await waitFor("the redelivery", () => seen.length === 2, 10_000);
     expect(seen).toEqual([false, true]);
     // Counted by durable, the label replay_consumer_pending and the alert use.
-    expect(
-      metricValue(await registry.metrics(), "replay_consumer_redeliveries_total", { durable: "redelivered" }),
-    ).toBe(1);
+    const counted = (await consumerRedeliveries.get()).values.find((v) => v.labels.durable === "redelivered");
+    expect(counted?.value).toBe(1);
   });
 
   it("keeps namespaces apart on one server", async () => {
