@@ -118,22 +118,17 @@ export function watchPool(schema: string, stats: () => PoolStats): () => void {
 }
 const consumers = new Map<string, () => Promise<number>>();
 
-// The registry collects every family at once, so both outbox families share one read in flight.
-let outboxRead: Promise<Map<string, { backlog: number; age: number }>> | undefined;
-function readOutboxes(): Promise<Map<string, { backlog: number; age: number }>> {
-  outboxRead ??= (async () => {
-    const values = new Map<string, { backlog: number; age: number }>();
-    await Promise.all(
-      [...outboxes].map(async ([schema, db]) => {
-        const backlog = await readOrLog(`outbox ${schema}`, () => outboxBacklog(db, schema), db);
-        if (backlog) values.set(schema, backlog);
-      }),
-    );
-    return values;
-  })().finally(() => {
-    outboxRead = undefined;
-  });
-  return outboxRead;
+// Both outbox families read each schema through readOrLog keyed by its Db: the family collected
+// second joins the first's query in flight instead of running its own.
+async function readOutboxes(): Promise<Map<string, { backlog: number; age: number }>> {
+  const values = new Map<string, { backlog: number; age: number }>();
+  await Promise.all(
+    [...outboxes].map(async ([schema, db]) => {
+      const backlog = await readOrLog(`outbox ${schema}`, () => outboxBacklog(db, schema), db);
+      if (backlog) values.set(schema, backlog);
+    }),
+  );
+  return values;
 }
 
 new Gauge({

@@ -43,14 +43,11 @@ describe.each(testDbModes())("delivery worker ($name database)", ({ open }) => {
       extraCaPem: readFileSync(join(certDir, "cert.pem"), "utf8"),
     });
     const client: typeof real = {
-      send: (request) => real.send(request),
+      ...real,
       probe: (url) => {
         onProbe();
         return real.probe(url);
       },
-      close: () => real.close(),
-      destroy: () => real.destroy(),
-      [Symbol.asyncDispose]: () => real[Symbol.asyncDispose](),
     };
     const w = startWorker(
       deliveryWorker({
