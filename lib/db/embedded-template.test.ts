@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +9,7 @@ import { describe, expect, it, onTestFinished } from "vitest";
 import {
   defaultTemplateDir,
   ensureTemplate,
+  type MakeCluster,
   pgliteVersion,
   seedFromTemplate,
   templatePath,
@@ -35,6 +36,41 @@ async function lockedDataDir(): Promise<string> {
   const dataDir = await tempDir("replay-seed-");
   writeFileSync(join(dataDir, "replay.lock"), "1");
   return dataDir;
+}
+
+/** Stands in for initdb: a small cluster naming its maker, held until the test releases it. */
+function fakeMaker(name: string): {
+  make: MakeCluster;
+  started: Promise<void>;
+  release: () => void;
+  calls: () => number;
+} {
+  let calls = 0;
+  let start = () => {};
+  let release = () => {};
+  const started = new Promise<void>((resolve) => {
+    start = resolve;
+  });
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const make = async (pgdata: string) => {
+    calls++;
+    mkdirSync(join(pgdata, "global"));
+    mkdirSync(join(pgdata, "pg_tblspc"));
+    writeFileSync(join(pgdata, "global", "maker"), name);
+    writeFileSync(join(pgdata, "PG_VERSION"), "17\n");
+    start();
+    await released;
+  };
+  return { make, started, release, calls: () => calls };
+}
+
+/** The maker's name, read from a data directory seeded from the cache's template. */
+async function seededMaker(cache: string): Promise<string> {
+  const dataDir = await lockedDataDir();
+  expect(seedFromTemplate(cache, dataDir).ok).toBe(true);
+  return readFileSync(join(dataDir, "global", "maker"), "utf8");
 }
 
 describe("the embedded database's initdb template", () => {
@@ -76,17 +112,56 @@ describe("the embedded database's initdb template", () => {
     expect(readdirSync(dataDir)).toEqual(["replay.lock"]);
   });
 
-  // The builds run as `npm run build` runs them, in processes of their own (an initdb costs a process ~850 MiB).
-  it("builds in one place when started concurrently, leaves a whole template alone and rebuilds a damaged one", async () => {
-    const cache = await tempDir("replay-template-build-");
+  it("builds in one place when two builds race: the first to finish keeps it, the other uses it", async () => {
+    const cache = await tempDir("replay-template-race-");
+    const dir = templatePath(cache);
+    const early = fakeMaker("early");
+    const late = fakeMaker("late");
+    const earlyBuild = ensureTemplate(cache, early.make);
+    const lateBuild = ensureTemplate(cache, late.make);
+    // Both hold a cluster in a build directory of their own before either renames; the one started
+    // second finishes first, so the winner is decided by the rename, not by the order of the calls.
+    await Promise.all([early.started, late.started]);
+    expect(readdirSync(cache).filter((name) => name.startsWith(".build-"))).toHaveLength(2);
+    late.release();
+    expect(await lateBuild).toEqual({ dir, created: true });
+    early.release();
+    expect(await earlyBuild).toEqual({ dir, created: false });
+    expect(readdirSync(cache)).toEqual([`pglite-${pgliteVersion()}`]);
+    expect(await seededMaker(cache)).toBe("late");
+  });
+
+  it("leaves a whole template alone, and rebuilds a damaged one in place of every other", async () => {
+    const cache = await tempDir("replay-template-rebuild-");
+    const dir = templatePath(cache);
+    const first = fakeMaker("first");
+    first.release();
+    expect(await ensureTemplate(cache, first.make)).toEqual({ dir, created: true });
+    const manifest = join(dir, "template.json");
+    const before = readFileSync(manifest, "utf8");
+
+    const again = fakeMaker("again");
+    again.release();
+    expect(await ensureTemplate(cache, again.make)).toEqual({ dir, created: false });
+    expect(again.calls()).toBe(0);
+    expect(readFileSync(manifest, "utf8")).toBe(before);
+
+    writeFileSync(join(dir, "pgdata", "PG_VERSION"), "99\n");
+    expect(seedFromTemplate(cache, await lockedDataDir()).ok).toBe(false);
+    mkdirSync(join(cache, "pglite-0.0.1"));
+    const rebuild = fakeMaker("rebuild");
+    rebuild.release();
+    expect(await ensureTemplate(cache, rebuild.make)).toEqual({ dir, created: true });
+    expect(rebuild.calls()).toBe(1);
+    expect(readdirSync(cache)).toEqual([`pglite-${pgliteVersion()}`]);
+    expect(await seededMaker(cache)).toBe("rebuild");
+  });
+
+  // The one real initdb, run as `npm run build` runs it: in a process of its own (it costs ~850 MiB).
+  it("the build script leaves a whole template alone and rebuilds a damaged one with PGlite", async () => {
+    const cache = await templateCopy();
     const script = join(root, "dist", "lib", "db", "prepare-template.js");
     const build = async () => (await promisify(execFile)(process.execPath, [script, cache], { cwd: root })).stderr;
-    const outputs = await Promise.all([build(), build()]);
-    expect(readdirSync(cache)).toEqual([`pglite-${pgliteVersion()}`]);
-    // Each either built the template or found the other's in place; neither failed.
-    for (const stderr of outputs) expect(stderr).not.toMatch(/not built/);
-    expect(seedFromTemplate(cache, await lockedDataDir()).ok).toBe(true);
-
     const manifest = join(templatePath(cache), "template.json");
     const before = readFileSync(manifest, "utf8");
     expect(await build()).toBe("");

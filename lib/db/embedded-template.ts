@@ -42,19 +42,33 @@ export function templatePath(cacheDir: string, version = pgliteVersion()): strin
   return join(cacheDir, `pglite-${version}`);
 }
 
-/** Unless a whole one is there; prunes other versions. Safe concurrently: the first rename wins. */
-export async function ensureTemplate(cacheDir: string): Promise<{ dir: string; created: boolean }> {
+/** Fills an empty directory with a fresh cluster, PG_VERSION included. */
+export type MakeCluster = (pgdata: string) => Promise<void>;
+
+/** PGlite's initdb, run in this process. */
+async function initdbCluster(pgdata: string): Promise<void> {
+  const { PGlite } = await import("@electric-sql/pglite");
+  const pglite = new PGlite(pgdata);
+  await pglite.waitReady;
+  await pglite.close();
+}
+
+/**
+ * Unless a whole one is there; prunes other versions. Safe concurrently: the first rename wins. `makeCluster`
+ * is initdb outside tests, which pass a stand-in to hold builds at a chosen point.
+ */
+export async function ensureTemplate(
+  cacheDir: string,
+  makeCluster: MakeCluster = initdbCluster,
+): Promise<{ dir: string; created: boolean }> {
   const version = pgliteVersion();
   const dir = templatePath(cacheDir, version);
   if (isWhole(dir, version)) return { dir, created: false };
   mkdirSync(cacheDir, { recursive: true });
   const building = join(cacheDir, `.build-${process.pid}-${randomBytes(4).toString("hex")}`);
   try {
-    const { PGlite } = await import("@electric-sql/pglite");
     mkdirSync(join(building, PGDATA), { recursive: true });
-    const pglite = new PGlite(join(building, PGDATA));
-    await pglite.waitReady;
-    await pglite.close();
+    await makeCluster(join(building, PGDATA));
     const { entries, bytes, sha256 } = digestTree(join(building, PGDATA));
     const manifest: Manifest = { pglite: version, entries, bytes, sha256, createdAt: new Date().toISOString() };
     writeFileSync(join(building, MANIFEST), `${JSON.stringify(manifest, null, 2)}\n`);
