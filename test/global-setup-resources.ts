@@ -1,17 +1,15 @@
 import type { TestProject } from "vitest/node";
-import { provideResources, testNats, testReceivers, testTemplates } from "./test-resources.js";
+import { provideResources, runResources, testReceivers } from "./test-resources.js";
 
 /**
  * The integration and slow layers' global setup: NATS, the database templates and the receivers'
  * ports, and no shared system (their files start what they need themselves).
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const [nats, receivers] = await Promise.all([testNats(), testReceivers()]);
-  const templates = await testTemplates(receivers.webhookReceiver.certDir);
-  provideResources(project, { natsUrl: nats.natsUrl, ...templates, webhookReceiver: receivers.webhookReceiver });
+  const [resources, receivers] = await Promise.all([runResources(), testReceivers()]);
+  provideResources(project, { ...resources, webhookReceiver: receivers.webhookReceiver });
   return async () => {
-    await nats.stop();
-    await templates.drop();
+    await resources.release();
     await receivers.stop();
   };
 }

@@ -1,7 +1,7 @@
 import type { TestProject } from "vitest/node";
 import type { SharedSystemInfo } from "./shared-system.js";
 import { type System, startDistributedSystem, startEmbeddedSystem } from "./system.js";
-import { provideResources, testNats, testReceivers, testTemplates } from "./test-resources.js";
+import { provideResources, runResources, testReceivers } from "./test-resources.js";
 
 /**
  * The e2e layer's global setup: one running system per mode for the whole run, shared by its files
@@ -11,8 +11,8 @@ import { provideResources, testNats, testReceivers, testTemplates } from "./test
  * 0 on SIGTERM.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const [nats, receivers] = await Promise.all([testNats(), testReceivers()]);
-  const { natsUrl } = nats;
+  const [resources, receivers] = await Promise.all([runResources(), testReceivers()]);
+  const { natsUrl } = resources;
   const distributed = Boolean(process.env.DATABASE_URL) && natsUrl !== "";
   const skipped = [
     !distributed &&
@@ -24,16 +24,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
       (skipped.length > 0 ? `  skipped, each with its reason: ${skipped.join("; ")}\n` : ""),
   );
   const env = receivers.webhookEnv;
-  const [started, templates] = await Promise.all([
-    Promise.allSettled([
-      startEmbeddedSystem(env),
-      distributed ? startDistributedSystem({ gateways: 2, natsUrl, env }) : Promise.resolve(undefined),
-    ]),
-    testTemplates(receivers.webhookReceiver.certDir),
+  const started = await Promise.allSettled([
+    startEmbeddedSystem(env),
+    distributed ? startDistributedSystem({ gateways: 2, natsUrl, env }) : Promise.resolve(undefined),
   ]);
   const release = async () => {
-    await nats.stop();
-    await templates.drop();
+    await resources.release();
     await receivers.stop();
   };
   const systems = started.flatMap((s) => (s.status === "fulfilled" && s.value ? [s.value] : []));
@@ -43,7 +39,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await release();
     throw failed.reason;
   }
-  provideResources(project, { natsUrl, ...templates, webhookReceiver: receivers.webhookReceiver });
+  provideResources(project, { ...resources, webhookReceiver: receivers.webhookReceiver });
   project.provide("systems", systems.map(describeSystem));
 
   return async () => {

@@ -118,6 +118,49 @@ export async function testTemplates(
   };
 }
 
+type RunResources = { natsUrl: string; templateDatabase: string; embeddedTemplate: string };
+type SharedRun = { ready: Promise<RunResources & { release(): Promise<void> }>; users: number };
+const RUN = Symbol.for("replay.test-run-resources");
+
+/**
+ * NATS and the templates, made by the first layer's global setup and shared by the rest of the run
+ * (vitest runs each project's setup in turn, in one process; building the templates once per layer
+ * cost ~8 s each). Each caller releases; the last release stops and drops them.
+ */
+export async function runResources(): Promise<RunResources & { release(): Promise<void> }> {
+  const holder = globalThis as { [RUN]?: SharedRun };
+  if (!holder[RUN]) {
+    holder[RUN] = {
+      users: 0,
+      ready: (async () => {
+        const dir = await mkdtemp(join(tmpdir(), "replay-test-templates-"));
+        const [nats, templates] = await Promise.all([testNats(), testTemplates(dir)]);
+        return {
+          natsUrl: nats.natsUrl,
+          templateDatabase: templates.templateDatabase,
+          embeddedTemplate: templates.embeddedTemplate,
+          async release() {
+            await nats.stop();
+            await templates.drop();
+            await rm(dir, { recursive: true, force: true });
+          },
+        };
+      })(),
+    };
+  }
+  const shared = holder[RUN];
+  shared.users++;
+  const resources = await shared.ready;
+  return {
+    ...resources,
+    async release() {
+      if (--shared.users > 0) return;
+      delete holder[RUN];
+      await resources.release();
+    },
+  };
+}
+
 /** Provides what every layer but `unit` reads (all but the shared systems). */
 export function provideResources(project: TestProject, resources: Omit<ProvidedContext, "systems">): void {
   project.provide("natsUrl", resources.natsUrl);
