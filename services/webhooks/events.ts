@@ -10,11 +10,7 @@ import * as store from "./store.js";
 
 /** Events of one subject fanned out at once by one process. */
 const FAN_OUT_CONCURRENCY = 16;
-/**
- * Fan-out transactions at once: a fan-out inserts rows of its own only (its deliveries, its inbox
- * rows), so groups never wait on each other's locks, and with one at a time the
- * events queued behind its statements and commit.
- */
+/** Fan-out transactions at once: each inserts only rows of its own, so they never wait on each other's locks. */
 const FAN_OUT_GROUPS = 4;
 
 export type FanOutDeps = {
@@ -23,7 +19,7 @@ export type FanOutDeps = {
   retryScheduleMs: readonly number[];
   /** This process's delivery worker; none when delivery is off. */
   worker: DeliveryWorker | undefined;
-  /** Runs after a fan-out that left deliveries for the worker committed: wakes it (other replicas' workers find them on their poll). */
+  /** Wakes the worker once a fan-out that left it deliveries commits; other replicas' workers poll. */
   onQueued: () => void;
 };
 
@@ -32,15 +28,8 @@ const occurredAtOf = (message: { occurredAt?: Parameters<typeof timestampDate>[0
   message.occurredAt ? timestampDate(message.occurredAt) : new Date();
 
 /**
- * The fan-out of replays events, those of one group at once (one statement): for each, a delivery
- * to each subscription of its tenant that names the event, due the schedule's first wait after the
- * event. Those due at once are leased to this process's worker within its caps and attempted as
- * soon as the transaction commits; the rest wait for the worker's claims. (No NOTIFY: Postgres
- * serialises the commits of notifying transactions, which would serialise the fan-outs.) It runs
- * in the consumer's transaction with the inbox records, so an event is fanned out exactly once
- * however often the bus delivers it, nothing is sent for an event applied already, and a crash
- * before the commit leaves the events to be delivered again; one after it leaves the leased
- * deliveries to be claimed when their leases run out.
+ * In the consumer's transaction with the inbox records, so each event fans out exactly once and nothing is sent for
+ * one already applied. No NOTIFY: Postgres serialises notifying commits, and so would the fan-outs.
  */
 function fanOut(deps: FanOutDeps): GroupHandler {
   return async (tx, items) => {
@@ -71,12 +60,10 @@ export function webhooksConsumers(deps: FanOutDeps): Consumer[] {
   const handleGroup = fanOut(deps);
   const handlers: Consumer["handlers"] = {};
   for (const subject of webhookSubjects) {
-    // One event alone (outside a group): the group's fan-out with one item.
     (handlers as Record<WebhookSubject, EventHandler<WebhookSubject>>)[subject] = (tx, event) =>
       handleGroup(tx, [{ subject, event, hop: tx.trace }]);
   }
-  // A fan-out depends on nothing but its own event: events may fan out in any order, several at
-  // once: those in flight together in one transaction and one statement (handleGroup).
+  // Fan-outs depend on nothing but their own event, so events may go in any order, several at once.
   return [
     {
       durable: "webhooks_replays",

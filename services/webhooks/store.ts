@@ -2,9 +2,7 @@ import { PLANNED_PER_CALL } from "../../lib/db/statements.js";
 import type { Queryable, Tx } from "../../lib/db/types.js";
 import { bringDueForward, type ClaimedDelivery, signingSecrets } from "./delivery/queue-store.js";
 
-// SQL of schema `webhooks`, the API's half: subscriptions, the fan-out that stores deliveries, the
-// delivery log and manual replay. The delivery worker's queue (claim, record, release) is the
-// schema's other half, in delivery/queue-store.ts beside the worker.
+// The API's half of schema `webhooks`; the worker's half (claim, record, release) is delivery/queue-store.ts.
 
 export type SubscriptionRow = {
   subscription_id: string;
@@ -27,8 +25,7 @@ export async function insertSubscription(
   q: Queryable,
   s: { subscriptionId: string; tenantId: string; url: string; events: readonly string[]; secret: string },
 ): Promise<SubscriptionRow> {
-  // With its row in subscription_due (nothing pending yet), which every write that makes one of its
-  // deliveries due then finds in place (queue-store.ts bringDueForward).
+  // Its subscription_due row ('infinity': nothing pending) is made up front, for bringDueForward to find.
   const { rows } = await q.query<SubscriptionRow>(
     `WITH s AS (
        INSERT INTO webhooks.subscription (subscription_id, tenant_id, url, events, secret)
@@ -69,7 +66,6 @@ export async function deleteSubscription(q: Queryable, tenantId: string, subscri
   return rowCount > 0;
 }
 
-/** A subscription an event fans out to, with what an attempt needs. */
 export type FanOutTarget = { subscription_id: string; url: string; secret: string };
 
 /** The tenant's subscriptions that name `event`: where its deliveries go. */
@@ -81,7 +77,6 @@ export async function listFanOutTargets(q: Queryable, tenantId: string, event: s
   return rows;
 }
 
-/** One event for insertDeliveries. */
 export type FanOutEvent = {
   tenantId: string;
   eventId: string;
@@ -91,11 +86,7 @@ export type FanOutEvent = {
   traceparent?: string | undefined;
 };
 
-/**
- * Which new deliveries the fan-out leases to this process's worker, to attempt as soon as the
- * fan-out commits: those due at once, at most `limit` in all and, per subscription, up to
- * `perSubscription` counting what the worker has in flight already (`busy`, as claimDeliveries).
- */
+/** The caps of what a fan-out leases to its process's worker, as claimDeliveries takes them. */
 export type FanOutLease = {
   owner: string;
   leaseMs: number;
@@ -108,22 +99,13 @@ export type FanOutLease = {
 export type FanOut = { leased: ClaimedDelivery[]; waiting: number };
 
 /**
- * The fan-out of events, all in one statement: for each, a delivery to every subscription of its
- * tenant that names the event, all carrying the event's body, due at their event's
- * `firstAttemptAt`. With `lease`, those due at once are leased to this process's worker within its
- * caps, their first attempt opened in the log (claimDeliveries), and come back with what their
- * attempt needs: nothing is sent before the deliveries and their attempts are stored, so every
- * request sent is in the log. A disabled subscription's deliveries are held (no attempt due) and a
- * rate-limited one's left to the claims, which keep its rate. A subscription deleted meanwhile
- * gets nothing; one created meanwhile that names the event gets a delivery. Each subscription's due
- * time comes forward to its new deliveries' (a leased one's: when its lease ends, should its
- * holder stop before recording it). An event the bus
- * delivers again adds nothing (one delivery per subscription and event). Every array, the limit
- * and the cap are read through scalar subqueries, as claimDeliveries's, so that the prepared
- * statement settles on its generic plan.
+ * One delivery per subscription and event, in one statement (a redelivered event adds nothing). With `lease`, due-now
+ * deliveries are leased and their attempts opened before anything is sent, so every request sent is in the log.
  */
 export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], lease?: FanOutLease): Promise<FanOut> {
   if (events.length === 0) return { leased: [], waiting: 0 };
+  // Rate-limited subscriptions are left to the claims, which keep the rate; a leased delivery is due when its lease
+  // ends, should its holder stop. Scalar subqueries keep the generic plan, as in claimDeliveries.
   const { rows } = await tx.query<ClaimedDelivery & { leased: boolean }>(
     `WITH e AS (
        SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::uuid[]), (SELECT $3::text[]), (SELECT $4::text[]),
@@ -222,10 +204,7 @@ const deliveryColumns = `delivery_id, subscription_id, event_id, event, status, 
 /** A position in a delivery log: the last delivery of the previous page. */
 export type DeliveryPosition = { createdAt: string; deliveryId: string };
 
-/**
- * One page of a subscription's delivery log, newest first, after `after` when given. `position_at`
- * is created_at to the microsecond, for the next page's token (a JS Date keeps milliseconds only).
- */
+/** A page of the delivery log, newest first; `position_at` keeps the microseconds a JS Date drops, for the token. */
 export async function listDeliveries(
   q: Queryable,
   tenantId: string,
@@ -272,11 +251,7 @@ export async function listAttempts(q: Queryable, deliveryIds: readonly string[])
   return rows;
 }
 
-/**
- * A manual replay (decisions.md §6): one more attempt queued at once, retry_count + 1, the delivery
- * pending until that attempt ends. Resolves to the delivery, or undefined when the tenant has no
- * delivery by that id that has not succeeded (findDelivery tells the two apart).
- */
+/** A manual replay (decisions.md §6); undefined when absent or succeeded (findDelivery tells the two apart). */
 export async function updateDeliveryReplayed(
   q: Queryable,
   tenantId: string,
@@ -296,6 +271,3 @@ export async function updateDeliveryReplayed(
   );
   return rows[0];
 }
-
-// When a pending delivery's next attempt is due: a queued manual attempt at once, else the
-// automatic schedule's. Word for word the expression of delivery_due_idx, so the index serves it.

@@ -1,9 +1,6 @@
 import { BlockList, isIPv4, isIPv6 } from "node:net";
 
-/**
- * Why a webhook may not connect to an address (decisions.md §6 URL rules). Only global unicast
- * addresses are allowed; every other range names the reason the delivery log and the 422 show.
- */
+/** Why a webhook may not connect to an address (decisions.md §6 URL rules): only global unicast is allowed. */
 export type BlockReason =
   | "not-an-ip-address"
   | "unspecified"
@@ -25,8 +22,7 @@ export type AddressVerdict = { allowed: true } | { allowed: false; reason: Block
 
 type Rule = readonly [BlockReason, BlockList];
 
-// net.BlockList does the prefix matching (node's own, tested CIDR code); the tables stay readable
-// and the order decides which reason wins where ranges nest (broadcast inside 240/4).
+// net.BlockList does the CIDR matching; rule order decides the reason where ranges nest (broadcast inside 240/4).
 function rule(reason: BlockReason, type: "ipv4" | "ipv6", cidrs: readonly string[]): Rule {
   const list = new BlockList();
   for (const cidr of cidrs) {
@@ -36,8 +32,7 @@ function rule(reason: BlockReason, type: "ipv4" | "ipv6", cidrs: readonly string
   return [reason, list];
 }
 
-// IANA IPv4 Special-Purpose Address Registry, every entry blocked (even the few marked globally
-// reachable, such as 192.0.0.9: no webhook receiver lives there).
+// IANA's IPv4 special-purpose registry, all blocked, even entries marked globally reachable (192.0.0.9).
 const ipv4Rules: readonly Rule[] = [
   rule("unspecified", "ipv4", ["0.0.0.0/32"]),
   rule("this-network", "ipv4", ["0.0.0.0/8"]),
@@ -68,12 +63,7 @@ const ipv6Rules: readonly Rule[] = [
 
 const globalUnicast = rule("not-global-unicast", "ipv6", ["2000::/3"])[1];
 
-/**
- * Classifies an IP address (v4 or v6 text, as a resolver returns it) for webhook delivery: allowed
- * only when it is global unicast. IPv6 forms that carry an IPv4 address (IPv4-mapped `::ffff:a.b.c.d`,
- * IPv4-compatible `::a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) are judged by that address,
- * because that is where the packets end up.
- */
+/** IPv6 forms that carry an IPv4 address (mapped, compatible, NAT64, 6to4) are judged by it: packets end up there. */
 export function classifyAddress(address: string): AddressVerdict {
   if (isIPv4(address)) return classifyIpv4(address);
   // A zone index (fe80::1%eth0) only ever qualifies a link-local address; judge the address itself.

@@ -1,10 +1,5 @@
-// The delivery worker's circuit breaker: subscriptions whose receiver could not be reached. Their
-// deliveries are not claimed, so no attempt is spent on a receiver that is down and no wait is
-// shortened; a probe (a connection, no request) every PROBE_INTERVAL_MS finds it back, and its
-// backlog goes at once. Per replica and in memory: a restarted replica learns it again from one
-// failed attempt. Held no longer than the hold's bound, and only once while the receiver stays
-// unreachable (`unheld`): its deliveries then follow the schedule, each failing attempt counted, so
-// a receiver gone for good ends its deliveries failed when the schedule says, not a hold later.
+// Holds an unreachable receiver's deliveries so no attempt is spent on it; a probe finds it back. In memory per
+// replica (one failed attempt teaches a restarted one). Held once only, so a receiver gone for good fails on schedule.
 
 /** Plain state: the worker owns one, these functions change it. */
 export type Breaker = {
@@ -20,10 +15,7 @@ export function newBreaker(holdMaxMs: number): Breaker {
   return { holdMaxMs, held: new Map(), unheld: new Set() };
 }
 
-/**
- * What an attempt at a subscription's receiver tells the breaker. True when it opens the breaker
- * (the receiver could not be reached, and the subscription was neither held nor released from a hold).
- */
+/** True when the attempt opens the breaker: unreachable, and neither held nor released from a hold already. */
 export function noteAttempt(
   b: Breaker,
   subscriptionId: string,
@@ -43,11 +35,7 @@ export function noteAttempt(
 /** Why a held subscription's deliveries go again. */
 export type Resumed = "reachable" | "hold-over";
 
-/**
- * One probe pass: a subscription held past the bound is released to the schedule; every other one
- * whose receiver has no probe out gets one, and is released when it answers. `resumed` is told of
- * each release (the worker claims again).
- */
+/** Releases holds past the bound and probes the rest, one probe out each; `resumed` hears of every release. */
 export function probeHeld(
   b: Breaker,
   now: number,

@@ -48,22 +48,14 @@ export type DeliveryClientOptions = {
 export type DeliveryClient = AsyncDisposable & {
   /** One attempt: never throws; every failure is in the result's `error`. */
   send(request: DeliveryRequest): Promise<AttemptResult>;
-  /**
-   * Whether a connection to the URL's receiver can be made now (resolved, vetted and TLS-connected
-   * like an attempt's, then closed): no request is sent.
-   */
+  /** Whether the receiver takes a vetted TLS connection now, made as an attempt's is; no request is sent. */
   probe(url: string): Promise<boolean>;
   /** Waits for the attempts in flight, then closes every connection. */
   close(): Promise<void>;
-  /**
-   * Cuts the attempts in flight (each ends as failed) and closes every connection, without
-   * waiting: before their deliveries are handed to another replica, so that two never send one
-   * delivery at once.
-   */
+  /** Cuts the attempts in flight without waiting, so their deliveries are handed back with no second sender. */
   destroy(): Promise<void>;
 };
 
-/** The connection was refused before it was made, because the host resolved to a blocked address. */
 class BlockedAddressError extends Error {
   override name = "BlockedAddressError";
 }
@@ -73,16 +65,12 @@ class UnresolvedHostError extends Error {
 }
 
 /**
- * The HTTP client of webhook deliveries (decisions.md §6). Connections are kept alive per origin so
- * that a fan-out reuses them. Each new connection resolves the host once, vets every address, and
- * connects the socket to a vetted address itself, while TLS still checks the certificate against the
- * URL's host name: no second lookup can rebind the name to an internal address between vetting and
- * connecting. Redirects are never followed and at most RESPONSE_BODY_MAX_BYTES of an answer is read.
+ * The webhook delivery client (decisions.md §6). Each connection resolves once and connects to a vetted address
+ * itself, so no second lookup can rebind the name to an internal address between vetting and connecting.
  */
 export function createDeliveryClient(options: DeliveryClientOptions): DeliveryClient {
   const nowMs = options.nowMs ?? Date.now;
-  // One secure context for every connection: a `ca` list in the connect options would make each
-  // connection parse node's 140-odd root certificates again (tens of milliseconds per handshake).
+  // One secure context for all: a `ca` list in the connect options re-parses the root certificates per connection.
   const secureContext =
     options.extraCaPem === undefined
       ? undefined
@@ -116,8 +104,7 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
     const signal = new Deadline(options.timeoutMs);
     const timestampS = Math.floor(nowMs() / 1000);
     try {
-      // undici applies the signal only once the request has a connection; the race also ends an
-      // attempt still waiting for its connection (a hung lookup, a slow handshake) at the timeout.
+      // undici applies the signal only once connected; the race also times out a hung lookup or handshake.
       const res = await abortable(
         signal,
         agent.request({
@@ -136,8 +123,7 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
           signal,
         }),
       );
-      // Past the limit dump() destroys the body, and with it the connection; below it the
-      // connection returns to the pool. The attempt's signal also cuts a body that trickles.
+      // Past the limit dump() destroys the connection, below it the connection is pooled; the signal cuts a trickle.
       await res.body.dump({ limit: RESPONSE_BODY_MAX_BYTES });
       if (signal.aborted) return result(failure(res.statusCode, "timeout"));
       return result(outcomeOf(res.statusCode, res.headers["retry-after"], nowMs()));
@@ -205,11 +191,7 @@ function describeError(err: unknown): string {
   return `connection error: ${code ?? message ?? String(err)}`;
 }
 
-/**
- * An undici connector that resolves the host once, refuses it when any address is blocked (unless
- * WEBHOOK_ALLOW_TARGETS names its host:port), and connects to the vetted addresses in order. The
- * options keep undici's `host`, so the TLS server name and certificate check use the URL's name.
- */
+/** Connects only to vetted addresses; undici's `host` is kept, so TLS checks the certificate against the URL's name. */
 function vettedConnector(connect: buildConnector.connector, resolve: Resolver, allow: AllowTargets, timeoutMs: number) {
   return (connectOptions: buildConnector.Options, callback: buildConnector.Callback): void => {
     const { hostname, port } = connectOptions;

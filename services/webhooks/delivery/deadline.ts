@@ -1,11 +1,8 @@
 import { EventEmitter } from "node:events";
 
 /**
- * The timeout of one attempt, as the abort signal undici's request takes (an EventEmitter with
- * `aborted` and `reason` serves as one, its documented alternative to an AbortSignal): after `ms`
- * it aborts with a TimeoutError. An AbortController with its timer costs several times more on
- * Node 20 (the EventTarget machinery, listeners added and removed by undici and by `abortable`),
- * and every attempt makes one (docs/performance.md).
+ * An attempt's timeout as undici's abort signal: an EventEmitter with `aborted` and `reason` is undici's documented
+ * alternative to an AbortSignal, and an AbortController costs several times more per attempt (docs/performance.md).
  */
 export class Deadline extends EventEmitter {
   aborted = false;

@@ -1,5 +1,3 @@
-// The webhooks service's own metrics, in the process's registry (lib/metrics.ts): its attempts, and
-// its queue depth read from its own table at each scrape while a delivery worker runs.
 import { Counter, Histogram } from "prom-client";
 import type { Queryable } from "../../../lib/db/types.js";
 import { registry, scrapedGauge } from "../../../lib/metrics.js";
@@ -40,10 +38,9 @@ const subscriptionsGauge = scrapedGauge({
   labelNames: ["state"] as const,
 });
 
-/** Reports the delivery queue and the unhealthy subscriptions of this database while the returned function has not been called. */
+/** Reports the delivery queue and unhealthy subscriptions at each scrape until the returned function is called. */
 export function watchQueueDepth(db: Queryable): () => void {
-  // The registry collects every family at once: the two queue families share the read in flight
-  // (as lib/metrics.ts's outbox families do).
+  // A scrape collects every family at once: the two queue families share one read in flight.
   let depth: Promise<Awaited<ReturnType<typeof queueDepth>>> | undefined;
   const read = () => {
     depth ??= queueDepth(db).finally(() => {

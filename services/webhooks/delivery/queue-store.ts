@@ -1,32 +1,23 @@
 import type { Queryable, Tx } from "../../../lib/db/types.js";
 
-// SQL of schema `webhooks`, the delivery worker's half: the queue of due deliveries, claimed for one
-// attempt each under a lease, their attempts recorded, released when the worker stops. The API's
-// half (subscriptions, the fan-out, the delivery log) is ../store.ts; both read the delivery
-// columns, and the fan-out leases what it stores as this claim would (insertDeliveries).
+// The worker's half of schema `webhooks`; ../store.ts's fan-out leases deliveries as claimDeliveries does.
 
+// Word for word delivery_due_idx's expression (migration 011), so the index serves it.
 const dueAt = "(CASE WHEN manual_queued > 0 THEN '-infinity'::timestamptz ELSE next_attempt_at END)";
 
-/**
- * The columns `secret` and `next_secret` of a subscription row aliased `s` (ClaimedDelivery): while
- * a rotation's overlap runs, X-FV-Signature is still made with the previous secret and
- * X-FV-Signature-Next with the new one (decisions.md §6.1).
- */
+/** During a rotation's overlap X-FV-Signature keeps the previous secret, -Next gets the new one (decisions.md §6.1). */
 export const signingSecrets = (s: string) =>
   `CASE WHEN ${s}.previous_secret_expires_at > now() THEN ${s}.previous_secret ELSE ${s}.secret END AS secret,
    CASE WHEN ${s}.previous_secret_expires_at > now() THEN ${s}.secret END AS next_secret`;
 
-// A delivery `x` the claim may take for the subscription `u` it looks at: pending, due now, from
-// the subscription's scan_from, not leased, and a manual attempt if the subscription is disabled.
+// Shared by the rate take and the pick, so both count the same deliveries.
 const claimable = `x.subscription_id = u.subscription_id AND x.status = 'pending'
   AND ${dueAt} >= u.scan_from AND ${dueAt} <= now()
   AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now())
   AND (x.manual_queued > 0 OR NOT u.disabled)`;
 
-// A rate-limited subscription's window (decisions.md §6.1 rateLimitPerSecond): the attempts started
-// in the database clock's current second, by every replica. The claim's UPDATE reads the row as it
-// is once locked, so two replicas' claims never take the same second's allowance twice. Its take is
-// bounded by the allowance left, the subscription's free slots and what is due now.
+// rateLimitPerSecond (decisions.md §6.1) counts every replica's attempts in the database clock's second: the
+// UPDATE re-reads the row once locked, so two claims never spend the same second's allowance.
 const nowSecond = "floor(EXTRACT(EPOCH FROM now()))::bigint";
 const rateUsed = `(CASE WHEN q.rate_second = ${nowSecond} THEN q.rate_used ELSE 0 END)`;
 const rateTake = `GREATEST(LEAST(u.rate - ${rateUsed}, $3 - u.n, (
@@ -34,7 +25,6 @@ const rateTake = `GREATEST(LEAST(u.rate - ${rateUsed}, $3 - u.n, (
       SELECT 1 FROM webhooks.delivery x
        WHERE ${claimable} LIMIT $3) due)), 0)`;
 
-/** A delivery claimed for one attempt, with what the attempt needs. */
 export type ClaimedDelivery = {
   delivery_id: string;
   subscription_id: string;
@@ -50,17 +40,12 @@ export type ClaimedDelivery = {
   manual: boolean;
   /** Automatic attempts made before this one. */
   automatic_attempts: number;
-  /** The trace of the event (its fan-out's hop), when it had one. */
   traceparent: string | null;
   /** The number of the attempt opened for it in the log, which its record closes. */
   attempt: number;
 };
 
-/**
- * The errors of attempts whose outcome is not known: opened in the log, and their sender stopped
- * before it recorded an answer (killed, or lost its lease), cut them short at shutdown, or never
- * sent them. The receiver may have had the request (or, not sent, did not).
- */
+/** Errors of attempts opened in the log whose answer went unrecorded; recordAttempts may still overwrite them. */
 export const unknownOutcome = {
   abandoned: "no answer recorded: the sender stopped",
   cutShort: "cut short: the sender stopped",
@@ -71,39 +56,20 @@ const UNKNOWN_OUTCOMES = Object.values(unknownOutcome)
   .map((why) => `'${why}'`)
   .join(", ");
 
-// The automatic disable's clock (decisions.md §6.1), over a record's closed attempts grouped by
-// subscription (`f`): the first failure since the last success; a subscription trips when failures
-// that far apart (WEBHOOK_DISABLE_AFTER, $11 in ms; null: never) came with no success between.
+// The automatic disable (decisions.md §6.1): failures WEBHOOK_DISABLE_AFTER ($11 ms; null: never) apart with no
+// success between. Its clock is the first failure since the last success.
 const failingSince = `(CASE WHEN f.last_success IS NOT NULL THEN f.first_failure
                             ELSE COALESCE(s.failing_since, f.first_failure) END)`;
-// COALESCE: with no failure since the batch's last success the clock is null, and so is the test.
+// COALESCE: with no failure since the last success the test is null, which must read as false.
 const trips = `COALESCE(NOT s.disabled AND $11::bigint IS NOT NULL AND f.last_failure IS NOT NULL
                 AND f.last_failure - ${failingSince} >= $11::bigint * interval '1 millisecond', false)`;
 
-/**
- * What a claim took; the subscriptions it looked at (`visited`), and of those the ones it found due
- * with nothing to claim (`drained`) and the rate-limited ones whose second is used up (`throttled`):
- * for refreshDue.
- */
+/** What a claim took, and for refreshDue the subscriptions it looked at, found drained or throttled. */
 export type Claim = { claimed: ClaimedDelivery[]; visited: string[]; drained: string[]; throttled: string[] };
 
 /**
- * Claims due deliveries for one attempt each under a lease (lib/worker/lease.ts's rules, with a
- * per-subscription cap): at most `limit` in all, soonest due first, and at most `perSubscription`
- * in flight for one subscription in this replica, counting those it has in flight already (`busy`),
- * so that a receiver that hangs holds a few of its slots and never all of them. The subscriptions
- * to look at come from subscription_due (the `limit` soonest due now whose cap is not reached), and
- * each is probed through delivery_due_idx from its scan_from: the cost follows the subscriptions
- * with work due, and neither a backlog of one subscription nor the entries its sent deliveries left
- * in the index are read whole. What it looked at comes back for refreshDue to move on. The arrays and the limit are read through scalar
- * subqueries, hidden from the planner: a custom plan that saw them was estimated cheaper than the
- * generic one, and Postgres planned this statement anew at every claim (the same plan either way;
- * see updateServersSeen in the servers store). Hidden, the prepared statement settles on its
- * generic plan. Each claim opens its attempt in the log (numbered from the delivery's count) before
- * the request is sent, and closes as abandoned the one before it if a previous holder left it open
- * (each claim does, so no older one is open).
- * A disabled subscription gives its queued manual attempts only; a rate-limited one at most what its
- * current second has left (a row another claim holds is skipped, as used up).
+ * Leases due deliveries for one attempt each, at most `perSubscription` per subscription in this replica counting
+ * `busy` (a hanging receiver never holds every slot), and opens each attempt in the log before it is sent.
  */
 export async function claimDeliveries(
   q: Queryable,
@@ -115,6 +81,8 @@ export async function claimDeliveries(
     busy: ReadonlyMap<string, number>;
   },
 ): Promise<Claim> {
+  // Arrays and limit go through scalar subqueries so the prepared statement keeps its generic plan (seen by the
+  // planner, they had every claim planned anew). A rate row another claim holds is skipped, as used up.
   const { rows } = await q.query<ClaimedDelivery & { drained: boolean; throttled: boolean }>(
     `WITH busy AS (
        SELECT * FROM unnest((SELECT $5::uuid[]), (SELECT $6::int[])) AS b(subscription_id, n)
@@ -193,40 +161,28 @@ export async function claimDeliveries(
   return found;
 }
 
-/**
- * How many of a subscription's pending deliveries, soonest due first, refreshDue reads: more than
- * can be leased at once (PER_SUBSCRIPTION_MAX in every replica), so the first one not leased is
- * among them; past them, the last one's due time bounds the rest.
- */
+// More than can be leased at once (PER_SUBSCRIPTION_MAX), so the first unleased pending delivery is among them;
+// past them, the last one's due time bounds the rest.
 const REFRESH_HEAD = 64;
 
 /**
- * Moves on the subscriptions a claim looked at (`claim.visited`): each one's scan_from to its
- * soonest pending delivery's due time, and, for one found due with nothing to claim
- * (`claim.drained`), its due_at to when it may next have something: its soonest pending delivery's
- * due time, or the end of the lease of one another attempt holds; 'infinity' when nothing is
- * pending. Each subscription's due lock is taken first, exclusively, where no writer holds it
- * (pg_try_advisory_xact_lock: skipped otherwise), and the due times read by the next statement,
- * from a snapshot taken after the locks: a writer that made a delivery due (fan-out, record,
- * replay) either committed before it, and is seen, or still holds the lock, and that subscription
- * is skipped, or brings it forward after this transaction commits. A skipped
- * subscription stays as it was for the next claim. A throttled one (its second's allowance used up)
- * is due again at the next second. Never waits for a lock. `tx` is a transaction of
- * its own (the locks are held to its end).
+ * Moves each visited subscription's scan_from to its soonest pending delivery, and a drained one's due_at to when it
+ * may next have work. Never waits for a lock; `tx` is its own transaction (the locks last to its end).
  */
 export async function refreshDue(
   tx: Tx,
   claim: Pick<Claim, "visited" | "drained"> & Partial<Pick<Claim, "throttled">>,
 ): Promise<void> {
   if (claim.visited.length === 0) return;
+  // Only where no writer holds the due lock, read on a snapshot taken after the locks: a writer that made a delivery
+  // due committed before (and is seen), still holds the lock (skipped), or brings the row forward afterwards.
   const { rows } = await tx.query<{ subscription_id: string }>(
     `SELECT subscription_id FROM unnest($1::uuid[]) AS s(subscription_id)
       WHERE pg_try_advisory_xact_lock(${DUE_LOCK}, hashtext(subscription_id::text))`,
     [claim.visited],
   );
   if (rows.length === 0) return;
-  // Each reads on from the row's own scan_from: what lies before it is no pending delivery. A
-  // disabled subscription's held deliveries are no work (those a late record scheduled included).
+  // A disabled subscription's held deliveries are no work, even those a late record scheduled.
   const pending = `FROM webhooks.delivery x
                   WHERE x.subscription_id = q.subscription_id AND x.status = 'pending'
                     AND ${dueAt} >= q.scan_from
@@ -249,29 +205,17 @@ export async function refreshDue(
   );
 }
 
-/**
- * The class of the advisory locks that keep refreshDue from moving a subscription on past a
- * delivery a writer has not committed yet: writers hold the subscription's lock shared until they
- * commit (migration 010's bring_due_forward), refreshDue takes it exclusively where it can. An
- * advisory lock lives in the lock table only: a row lock (FOR KEY SHARE) on the same
- * subscription_due rows, taken by every fan-out, made concurrent fan-outs share their rows' locks
- * through MultiXacts, and the fan-out's statement cost 241 µs a delivery against 160 without those
- * locks (pg_stat_statements, npm run bench webhooks). Two subscriptions whose ids hash alike share
- * a lock: a refresh skipped, a writer waiting a moment.
- */
+// Keeps refreshDue from moving a subscription past a writer's uncommitted delivery: writers hold it shared until
+// commit (migration 010), refreshDue exclusively where it can. Advisory, since a row lock shared by concurrent
+// fan-outs went through MultiXacts (docs/performance.md). Ids hashing alike share one: harmless.
 const DUE_LOCK = "hashtext('webhooks.subscription_due')";
 
 /**
- * The CTEs (each led by a comma, to follow a WITH list) that bring forward the due_at and scan_from
- * of the subscriptions in `source`: a CTE of the same statement with one row per delivery made
- * due, its subscription_id, due_at (when it may be claimed) and the column `scanAt` names (its own
- * due time, for scan_from; due_at itself unless a lease holds it later). The function
- * webhooks.bring_due_forward (migration 010) takes each subscription's due lock (DUE_LOCK) shared,
- * held until the transaction commits so that refreshDue cannot move the row past deliveries it
- * does not see yet, then reads each row anew and brings it forward (a missing one is made). It is
- * called from an INSERT, which always runs to completion (it inserts nothing itself).
+ * CTEs, each led by a comma, that bring subscription_due forward for `source`'s rows (subscription_id, due_at, and
+ * `scanAt` for scan_from) through webhooks.bring_due_forward (migration 010).
  */
 export function bringDueForward(source: string, scanAt = "due_at"): string {
+  // An INSERT of the nothing the function returns, because a data-modifying CTE always runs to completion.
   return `, due_new AS (
        SELECT subscription_id, min(due_at) AS due_at, min(${scanAt}) AS scan_at FROM ${source}
         WHERE due_at IS NOT NULL GROUP BY subscription_id
@@ -284,11 +228,7 @@ export function bringDueForward(source: string, scanAt = "due_at"): string {
      )`;
 }
 
-/**
- * Milliseconds until the soonest subscription not yet due falls due, or undefined when none is.
- * Subscriptions already due but not claimable (at their cap, or leased) are left out: a finished
- * attempt wakes the worker for those.
- */
+/** Ms until the next subscription falls due; for due ones (capped or leased) a finished attempt wakes the worker. */
 export async function nextDueInMs(q: Queryable): Promise<number | undefined> {
   const { rows } = await q.query<{ ms: number | null }>(
     `SELECT (EXTRACT(EPOCH FROM (min(due_at) - now())) * 1000)::float8 AS ms
@@ -299,16 +239,11 @@ export async function nextDueInMs(q: Queryable): Promise<number | undefined> {
   return ms === null || ms === undefined ? undefined : Math.max(0, Math.ceil(ms));
 }
 
-/**
- * Lets the rest of the transaction commit without waiting for its WAL flush: for writes whose loss
- * in a database crash only repeats work (an attempt record: the delivery stays leased and goes
- * again), never for writes others act on at once.
- */
+/** Only for writes whose loss in a crash repeats work (an attempt record), never for writes others act on at once. */
 export async function setAsynchronousCommit(tx: Tx): Promise<void> {
   await tx.query("SET LOCAL synchronous_commit = off");
 }
 
-/** One finished attempt, and what it decided for the delivery. */
 export type AttemptRecord = {
   deliveryId: string;
   /** The attempt's number, opened in the log when its delivery was claimed. */
@@ -325,30 +260,16 @@ export type AttemptRecord = {
   gone: boolean;
 };
 
-/**
- * Records finished attempts in one statement: each closes its attempt's row, opened when its delivery
- * was claimed, with the outcome (a row already closed as abandoned gets the real one), and, while
- * the recording worker still holds its lease, the delivery's counters, status and schedule, and
- * the lease released. Recording the same attempt twice changes nothing more (a retry after a lost
- * connection): the lease is no longer held the second time. A delivery deleted meanwhile (its subscription removed)
- * records nothing. A manual attempt takes one queued manual attempt off; success or a 410 ends the
- * delivery, pending otherwise while any attempt is still due, else failed. An attempt recorded after
- * its lease ran out and another replica claimed the delivery (or attempted and released it) is
- * logged only: the delivery's state is the current holder's, so a late
- * failure never turns a succeeded delivery back to pending, nor moves its schedule. A delivery
- * left pending (a retry scheduled, a manual attempt still queued) brings its subscription's due time
- * forward (bringDueForward); a disabled subscription's is held instead (no attempt due). Each attempt
- * closed here for the first time is counted in its subscription's hour (attempt_hourly) and moves the
- * automatic disable's clock: the subscriptions it disables come back, for holdDeliveries in the
- * same transaction. The arrays are read through scalar subqueries so that the prepared statement
- * settles on its generic plan instead of being planned for every batch's size (as claimDeliveries).
- */
+/** Records finished attempts in one statement; returns the subscriptions it disabled, to hold in the same tx. */
 export async function recordAttempts(
   q: Queryable,
   records: readonly AttemptRecord[],
   disableAfterMs: number | null = null,
 ): Promise<{ disabled: string[] }> {
   if (records.length === 0) return { disabled: [] };
+  // The delivery's state is its lease holder's: a record after the lease ran out, or one recorded twice, only closes
+  // its attempt row, so a late failure never reopens a succeeded delivery. An attempt closed as abandoned still takes
+  // its real outcome. Scalar subqueries keep the generic plan, as in claimDeliveries.
   const { rows } = await q.query<{ subscription_id: string }>(
     `WITH r AS (
        SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::timestamptz[]),
@@ -436,10 +357,7 @@ export async function recordAttempts(
   return { disabled: rows.map((row) => row.subscription_id) };
 }
 
-/**
- * Hands claimed deliveries back (a stopping worker), so another replica takes them at once (their
- * subscriptions' due times brought forward to theirs); their open attempts are closed with `why` (their requests were cut, or never sent).
- */
+/** Hands a stopping worker's deliveries back, due at once for another replica; `why` closes their open attempts. */
 export async function releaseDeliveries(
   q: Queryable,
   owner: string,
@@ -460,11 +378,7 @@ export async function releaseDeliveries(
   );
 }
 
-/**
- * Pending deliveries: those with an attempt due now (a manual one queued, or the schedule's), those
- * scheduled later, and how long the oldest due one has waited (0 when none is due; a queued manual
- * attempt counts from its delivery's last change).
- */
+/** Pending deliveries due now and later; a queued manual attempt has waited since its delivery's last change. */
 export async function queueDepth(q: Queryable): Promise<{ now: number; later: number; oldestDueAgeS: number }> {
   const { rows } = await q.query<{ now: string; later: string; oldest: number | null }>(
     `SELECT count(*) FILTER (WHERE manual_queued > 0 OR next_attempt_at <= now()) AS now,
@@ -502,10 +416,7 @@ export type SubscriptionBacklogRow = {
   rate_limit_per_second: number | null;
 };
 
-/**
- * The subscriptions with deliveries pending, most due first, then most pending, `limit` at most.
- * It reads every pending delivery (delivery_due_idx): an operator's command, not a hot path.
- */
+/** Subscriptions with deliveries pending, most due first; reads every pending delivery, so operators only. */
 export async function subscriptionBacklog(q: Queryable, limit: number): Promise<SubscriptionBacklogRow[]> {
   const { rows } = await q.query<SubscriptionBacklogRow>(
     `SELECT b.subscription_id, s.tenant_id, b.pending, b.due, b.oldest_due_at, s.failing_since, s.disabled,

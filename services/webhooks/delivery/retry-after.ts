@@ -1,8 +1,4 @@
-/**
- * A Retry-After header (RFC 9110 §10.2.3) as milliseconds from `nowMs`: delay-seconds or an
- * HTTP-date; a date in the past is 0. Undefined when absent or unreadable, so that a receiver's
- * malformed header falls back to the schedule instead of failing the attempt's bookkeeping.
- */
+/** Retry-After (RFC 9110 §10.2.3) in ms from `nowMs`; undefined when unreadable, so the schedule applies instead. */
 export function parseRetryAfterMs(value: string | string[] | undefined, nowMs: number): number | undefined {
   const text = (Array.isArray(value) ? value[0] : value)?.trim();
   if (text === undefined || text === "") return undefined;

@@ -26,12 +26,7 @@ export type NextStepInput = {
   random?: () => number;
 };
 
-/**
- * What follows an automatic attempt (decisions.md §6): success ends the delivery; a 410 fails it at
- * once; otherwise the next attempt waits the schedule's next step, lengthened by 0 to 20%, or a
- * Retry-After on a 429 or 503 when that is longer (capped at twice the scheduled wait). After the
- * schedule's last attempt the delivery is failed.
- */
+/** What follows an automatic attempt (decisions.md §6); a Retry-After is capped at twice the scheduled wait. */
 export function nextStep(input: NextStepInput): NextStep {
   const { outcome, automaticAttempts, retryScheduleMs } = input;
   if (outcome.error === null) return { status: "succeeded", nextAttemptAt: null };

@@ -5,11 +5,7 @@ export const WEBHOOK_USER_AGENT = "ReplayService-Webhooks/1";
 /** How far a receiver lets X-FV-Timestamp stray from its clock before refusing a delivery as replayed. */
 export const SIGNATURE_TOLERANCE_S = 300;
 
-/**
- * X-FV-Signature's value: "sha256=" and the lower-case hex HMAC-SHA256 of `<timestamp>.<raw body>`,
- * keyed with the subscription secret's UTF-8 bytes (spec/replay-api.md §Delivery). The body is
- * hashed as the exact bytes sent, never re-serialised JSON.
- */
+/** X-FV-Signature (spec/replay-api.md §Delivery), over the exact body bytes sent, never re-serialised JSON. */
 export function webhookSignature(secret: string, timestampS: number | string, rawBody: Uint8Array | string): string {
   const mac = createHmac("sha256", Buffer.from(secret, "utf8")).update(`${timestampS}.`, "utf8").update(rawBody);
   return `sha256=${mac.digest("hex")}`;
@@ -51,12 +47,7 @@ export type VerifyOptions = {
   nowS?: number;
 };
 
-/**
- * The receiver's check: X-FV-Signature over `<X-FV-Timestamp>.<raw body>` with the secret, compared
- * in constant time, and a timestamp within five minutes of the receiver's clock so that a captured
- * request cannot be replayed later. Pass the raw body bytes, before any JSON parsing; headers are
- * node's lower-cased `req.headers`.
- */
+/** The receiver's check, on the raw body before any JSON parsing; the timestamp bound stops a captured replay. */
 export function verifyWebhookSignature(
   secret: string,
   headers: ReceivedHeaders,

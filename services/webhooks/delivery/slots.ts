@@ -1,6 +1,4 @@
-// The delivery worker's slots and the sizing of its claim round: how many attempts run, for which
-// subscriptions, how many deliveries the next claim may take and with which caps, and whether the
-// last claim was held back by them. Plain state: the worker owns one, these functions change it.
+// The worker's slots and claim sizing. Plain state: the worker owns one, these functions change it.
 
 export type Slots = {
   /** Attempts of this process in flight at most. */
@@ -12,10 +10,8 @@ export type Slots = {
   /** How many attempts each subscription has in flight. */
   bySubscription: Map<string, number>;
   /**
-   * Whether the last claim was held back by the slots or caps, so that more may be due than it
-   * took: then every attempt that ends wakes the worker for another claim. Otherwise only a claimed
-   * attempt does (its subscription may have more due); a fan-out's leased attempt then frees a slot
-   * nothing waits for, and a claim per finished first attempt would be a statement wasted.
+   * The last claim was held back by slots or caps, so more may be due: every ending attempt wakes a claim. Otherwise
+   * only claimed ones do; a claim per finished leased attempt would waste a statement.
    */
   heldBack: boolean;
 };
@@ -27,10 +23,7 @@ export function newSlots(max: number, perSubscription: number): Slots {
 /** What a claim may take: `limit` deliveries at most, each subscription's attempts in flight in `busy`. */
 export type ClaimPlan = { limit: number; busy: Map<string, number> };
 
-/**
- * The next claim's size and caps, or undefined when every slot is busy (held back: a finishing
- * attempt wakes the worker). A held subscription (breaker.ts) counts as full.
- */
+/** The next claim's size and caps, or undefined when every slot is busy; a held subscription (breaker.ts) is full. */
 export function planClaim(s: Slots, held: Iterable<string>): ClaimPlan | undefined {
   const limit = s.max - s.running.size;
   if (limit <= 0) {
@@ -53,16 +46,12 @@ export function noteClaim(s: Slots, plan: ClaimPlan, claimed: number): boolean {
   return claimed === plan.limit;
 }
 
-/** An attempt takes a slot. */
 export function occupy(s: Slots, deliveryId: string, subscriptionId: string, running: Promise<void>): void {
   s.running.set(deliveryId, running);
   s.bySubscription.set(subscriptionId, (s.bySubscription.get(subscriptionId) ?? 0) + 1);
 }
 
-/**
- * An attempt frees its slot. True when that should wake a claim: a claimed attempt always, a
- * fan-out's leased (`first`) one only while claims are held back.
- */
+/** True when the freed slot should wake a claim: always for a claimed attempt, for a leased one only if held back. */
 export function vacate(s: Slots, deliveryId: string, subscriptionId: string, first: boolean): boolean {
   s.running.delete(deliveryId);
   const n = (s.bySubscription.get(subscriptionId) ?? 1) - 1;

@@ -11,10 +11,7 @@ export const systemResolver: Resolver = async (hostname) => {
   return found.map((entry) => entry.address);
 };
 
-/**
- * A resolver that gives up after `ms` (a lookup cannot be cancelled, but the caller stops waiting):
- * a subscription request never hangs on a slow DNS server. Giving up counts as not resolving.
- */
+/** Gives up after `ms` (counted as not resolving), so a subscription request never hangs on a slow DNS server. */
 export function resolverWithin(resolve: Resolver, ms: number): Resolver {
   return (hostname) =>
     new Promise((resolvePromise, reject) => {
@@ -28,10 +25,7 @@ export function resolverWithin(resolve: Resolver, ms: number): Resolver {
 /** Normalised `host:port` pairs exempt from the address rules (WEBHOOK_ALLOW_TARGETS). */
 export type AllowTargets = ReadonlySet<string>;
 
-/**
- * WEBHOOK_ALLOW_TARGETS entries, each put through the WHATWG URL parser as an https origin, so that
- * `0x7f.1:8443`, `127.0.0.1:8443` and a URL `https://2130706433:8443/` all compare equal.
- */
+/** Each entry parsed as an https origin, so `0x7f.1:8443`, `127.0.0.1:8443` and `2130706433:8443` compare equal. */
 export function parseAllowTargets(entries: readonly string[]): AllowTargets {
   const targets = new Set<string>();
   for (const entry of entries) {
@@ -46,10 +40,7 @@ export function targetKey(hostname: string, port: string | number): string {
   return `${hostname.toLowerCase()}:${port === "" ? 443 : port}`;
 }
 
-/**
- * Every address a URL host name stands for: an IP literal (bracketed or not) is its own single
- * address; a name goes to the resolver, and resolving to nothing is a resolution failure.
- */
+/** An IP literal (bracketed or not) is its own address; a name resolving to nothing is a failure. */
 export async function resolveHost(hostname: string, resolve: Resolver): Promise<string[]> {
   const bare = hostname.startsWith("[") ? hostname.slice(1, -1) : hostname;
   if (isIP(bare) !== 0) return [bare];

@@ -7,15 +7,11 @@ export const WEBHOOK_URL_LENGTH_MAX = 2048;
 export type WebhookUrlDeps = { resolve: Resolver; allowTargets: AllowTargets };
 
 /**
- * Vets a subscription URL by decisions.md §6 and returns the `url` violation of a 422
- * VALIDATION_ERROR, or undefined when the URL is acceptable. The host is judged as the WHATWG
- * parser reads it, so numeric forms such as `https://2130706433/` or `https://0x7f.1/` are the
- * loopback address they are. A name that does not resolve now is accepted: every attempt resolves
- * and vets it again.
+ * The 422 `url` violation by decisions.md §6, or undefined. Hosts are judged as the WHATWG parser reads them
+ * (`https://0x7f.1/` is loopback); a name that does not resolve now is accepted, as every attempt vets it again.
  */
 export async function vetWebhookUrl(text: string, deps: WebhookUrlDeps): Promise<FieldViolation | undefined> {
-  // In code points (decisions.md §1); a code point is one or two UTF-16 units, so far longer text
-  // is refused before it is walked.
+  // Code points (decisions.md §1): text over twice the limit in UTF-16 units is refused before it is walked.
   if (text.length > 2 * WEBHOOK_URL_LENGTH_MAX || codePointLength(text) > WEBHOOK_URL_LENGTH_MAX)
     return violation(`url must be at most ${WEBHOOK_URL_LENGTH_MAX} characters`);
   let url: URL;
@@ -38,11 +34,7 @@ export async function vetWebhookUrl(text: string, deps: WebhookUrlDeps): Promise
   return blocked && violation(`url host ${describeBlocked(blocked.address, blocked.reason)}`);
 }
 
-/**
- * `https://@host/` and `https://:@host/`: user-info that is there but empty, which the WHATWG
- * parser drops (username and password both ""). The authority is read as the parser reads it: tab
- * and newline removed, leading C0 controls and spaces skipped, a backslash read as a slash.
- */
+/** `https://@host/`: empty user-info the WHATWG parser drops; the authority is found as the parser finds it. */
 function hasEmptyUserInfo(text: string): boolean {
   const cleaned = text.replace(/[\t\n\r]/g, "");
   let start = 0;

@@ -20,7 +20,6 @@ const log = logger("webhooks:delivery");
 export type DeliveryWorkerDeps = {
   db: Db;
   client: DeliveryClient;
-  /** Opens the subscriptions' secrets, stored sealed (lib/secrets/box.ts). */
   secrets: Pick<SecretBox, "open">;
   /** WEBHOOK_RETRY_SCHEDULE. */
   retryScheduleMs: readonly number[];
@@ -28,7 +27,7 @@ export type DeliveryWorkerDeps = {
   timeoutMs: number;
   /** Attempts in flight in this process at most. */
   maxInFlight?: number;
-  /** Attempts in flight for one subscription at most, across every replica. */
+  /** Attempts in flight for one subscription at most, in this replica. */
   perSubscription?: number;
   /** The poll between rounds when nothing wakes the worker (other replicas' leases and caps). */
   intervalMs?: number;
@@ -41,10 +40,7 @@ export type DeliveryWorkerDeps = {
 export type DeliveryWorker = WorkerSpec & {
   /** Starts a claim at once: deliveries were queued. */
   wake(): void;
-  /**
-   * What a fan-out may lease to this worker to attempt as soon as it commits (store.FanOutLease),
-   * or undefined when it is to leave every delivery to the claims (stopping, or no slot free).
-   */
+  /** What a fan-out may lease to this worker (store.FanOutLease); undefined while stopping or with no slot free. */
   fanOutLease(): store.FanOutLease | undefined;
   /** Starts the attempts of deliveries a fan-out leased to this worker, once it committed. */
   startLeased(rows: readonly queue.ClaimedDelivery[]): void;
@@ -52,45 +48,23 @@ export type DeliveryWorker = WorkerSpec & {
 
 /** Attempts of this process in flight at most: each is an open HTTP request, cheap while it waits. */
 export const MAX_IN_FLIGHT = 256;
-/** Attempts for one subscription in flight at most per replica: a receiver that hangs holds this many slots, never all. */
+/** Per subscription and replica: a receiver that hangs holds this many slots, never all. */
 export const PER_SUBSCRIPTION_MAX = 16;
 /** How much longer than an attempt's timeout its lease lasts: time to record the attempt. */
 const LEASE_MARGIN_MS = 10_000;
-/**
- * How long finished attempts gather before they wake the worker for the next claim: one claim
- * refills every slot freed meanwhile, instead of one claim per finished attempt.
- */
+/** Finished attempts gather this long, so one claim refills every slot freed meanwhile. */
 const CLAIM_GATHER_MS = 5;
-/**
- * The idle worker's poll, for work another replica made due after this one went to sleep and
- * cannot send itself (its slots full). Everything else wakes the worker or is in the sleep's
- * reckoning: this process's fan-outs, replays and finished attempts wake it, and the soonest due
- * time in subscription_due, whichever replica wrote it (a retry, a dead replica's lease), sets
- * its sleep. At 500 ms its two statements were 4 of the idle process's 5.5 a second.
- */
+// The idle poll, only for work another replica made due but cannot send (its slots full): everything else wakes the
+// worker or sets its sleep (subscription_due's soonest due time, whoever wrote it).
 const IDLE_POLL_MS = 2_000;
 /** How often a receiver that could not be reached is probed for its return. */
 export const PROBE_INTERVAL_MS = 1_000;
-/**
- * How long the deliveries of a receiver that cannot be reached are held at most: an outage of a
- * deploy's length drains at once when the receiver is back, and a longer one costs the schedule
- * this much once (each wait is otherwise lengthened by 0-20% only, decisions.md §6).
- */
+/** A deploy-length outage drains at once on return; a longer one costs the schedule this, once (decisions.md §6). */
 export const UNREACHABLE_HOLD_MS = 5 * 60_000;
 
 /**
- * The delivery worker (decisions.md §6). Each round claims due deliveries under leases, as many as
- * this process has free slots, and starts their attempts without waiting for them: a slow receiver
- * holds its own slots only, and a finished attempt frees its slot and wakes the worker for the next
- * claim. Finished attempts are recorded in groups (one statement for all that finish together: the
- * attempt rows, each delivery's status and schedule, the lease released). wake() starts a claim at
- * once (this process fanned out an event, or queued a manual replay); a scheduled retry wakes it
- * when it falls due, and the poll finds what other replicas queued.
- *
- * At least once: a delivery is leased for longer than an attempt can take, so a replica that dies
- * mid-attempt leaves it to be attempted again when its lease runs out; an attempt whose record was
- * lost is sent again the same way. On stop, the attempts in flight finish within the drain and are
- * recorded; those still running when it ends are handed back for another replica.
+ * The delivery worker (decisions.md §6): rounds do not wait for attempts, so a slow receiver holds only its own slots.
+ * At least once: a lease outlasts an attempt, so a dead replica's or an unrecorded attempt goes again.
  */
 export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const { db, client } = deps;
@@ -126,25 +100,22 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     );
 
   const record = createBatcher<queue.AttemptRecord, void>({
-    // Asynchronous commit: a record lost in a database crash leaves the delivery leased, so it is
-    // attempted again when the lease runs out (at least once still holds, never two at once), and
-    // the worker does not wait for a WAL flush per group.
+    // Asynchronous commit is safe: a record lost in a crash leaves its delivery leased, so it goes again when the
+    // lease runs out (at least once, never two at once).
     run: async (records) => {
       const write = () =>
         db.transaction(async (tx) => {
           await queue.setAsynchronousCommit(tx);
           return queue.recordAttempts(tx, records, deps.disableAfterMs ?? null);
         });
-      // A record lost with its connection (a failover) would leave sent attempts out of the log and
-      // send them again when their leases run out: once more, on the pool's fresh connection.
+      // Lost with its connection (a failover), sent attempts would miss the log and go again: retry once.
       const { disabled } = await write().catch((err: unknown) => {
         if (!isConnectionLoss(err)) throw err;
         log.warn({ err: String(err), attempts: records.length }, "recording attempts lost its connection; once more");
         return write();
       });
       if (disabled.length > 0) disabledForFailing(disabled);
-      // A retry scheduled: the worker's sleep is reckoned anew (a claim moves the subscription to
-      // the retry's time), else it would wait for its idle poll.
+      // A scheduled retry resets the sleep (a claim moves the subscription to its time), or it waits for the poll.
       if (records.some((r) => r.nextAttemptAt !== null)) nudge();
       return records.map(() => undefined);
     },
@@ -240,10 +211,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     };
   }
 
-  /**
-   * Starts one attempt in a slot of its own; `done` stores it (the record batcher). The slot is
-   * freed once it is stored. `first`: a fan-out leased it (see Slots.heldBack).
-   */
+  /** The slot is freed only once `done` stored the attempt; `first`: a fan-out leased it (see Slots.heldBack). */
   function start(
     row: queue.ClaimedDelivery,
     done: (attempt: queue.AttemptRecord) => Promise<void>,
@@ -272,13 +240,8 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   }
 
   /**
-   * A fan-out's lease (events.ts): its deliveries due at once are stored leased to this worker and
-   * attempted as soon as it commits, saving each a claim; recorded as claimed ones are. Nothing is
-   * sent before they are stored, so an event the bus hands out again after it was applied (a
-   * restart, an ack lost) sends nothing, and every attempt made is in the log. Subscriptions whose
-   * receiver is unreachable or at its cap are left to the claims, as every one is when no slot is
-   * free. (Attempts the worker starts meanwhile may take a subscription a few over its cap until
-   * they end.)
+   * Lets a fan-out lease its due deliveries here, saving each a claim; held subscriptions count as full. Attempts
+   * started meanwhile may take a subscription a few over its cap until they end.
    */
   function fanOutLease(): store.FanOutLease | undefined {
     const free = slots.max - slots.running.size;
@@ -327,12 +290,10 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       });
       const filled = noteClaim(slots, plan, claim.claimed.length);
       for (const row of claim.claimed) start(row, record);
-      // The subscriptions looked at move on: the next claims read past what they just sent, and
-      // past those found with nothing to claim, as the sleep below does.
+      // Move the visited subscriptions on, so the next claim and the sleep skip what was just sent or found empty.
       if (claim.visited.length > 0) await db.transaction((tx) => queue.refreshDue(tx, claim));
       if (filled) return true;
-      // While attempts run, each one that finishes wakes the loop; idle, it sleeps until the next
-      // scheduled attempt (or the poll, for other replicas' leases and caps).
+      // With attempts running, each one that finishes wakes the loop; idle, sleep until the next due time.
       if (slots.running.size > 0) return false;
       return (await queue.nextDueInMs(db)) ?? false;
     },
@@ -352,8 +313,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         await client.close();
         return;
       }
-      // Their requests are cut first: a delivery handed back while its request still ran could be
-      // claimed and sent by another replica at the same time.
+      // Cut the requests first, or another replica could claim and send a delivery still in flight here.
       await client.destroy();
       log.warn({ deliveries: unfinished.length }, "handing back deliveries still in flight at the end of the drain");
       await queue.releaseDeliveries(db, owner, unfinished, queue.unknownOutcome.cutShort).catch((err: unknown) => {
@@ -363,7 +323,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   };
 }
 
-/** An attempt's outcome for /metrics: delivered, failed with another automatic attempt due, failed for now, or gone (410). */
+/** The /metrics outcome: succeeded, retrying (another automatic attempt due), failed, or gone (410). */
 function outcomeOf(result: { statusCode: number | null; error: string | null }, nextAttemptAt: Date | null): string {
   if (result.error === null) return "succeeded";
   if (result.statusCode === 410) return "gone";
