@@ -8,6 +8,7 @@ import type { IdentityAdminService } from "../gen/replay/identity/v1/admin_pb.js
 import { deleteNamespaceStreams } from "../lib/bus/_testing.js";
 import { loadConfig, serviceNames, servicePortVariable } from "../lib/config.js";
 import { createTestDatabase, embeddedTemplateDump } from "../lib/db/_testing.js";
+import type { Db } from "../lib/db/types.js";
 import { configureLogging } from "../lib/log.js";
 import { openPlatform } from "../lib/platform.js";
 import { startAll } from "../start-all.js";
@@ -18,7 +19,17 @@ export type InProcessSystem = {
   baseUrl: string;
   internalUrl: string;
   admin: Client<typeof IdentityAdminService>;
+  /** The system's own database as `schema`'s owner reaches it, for tests that seed or inspect it while it runs. */
+  db(schema: string): Db;
   close(): Promise<void>;
+};
+
+export type InProcessOptions = {
+  /**
+   * The embedded database and bus even where Postgres and NATS are here: for what the embedded
+   * mode alone runs (its database adapter: one connection, PGlite's values).
+   */
+  embedded?: boolean;
 };
 
 /** Where the system keeps its data and sends its events, and how to remove them afterwards. */
@@ -31,10 +42,11 @@ type Storage = { env: Record<string, string>; embeddedFrom?: Blob; remove(): Pro
  * break, and holds a connection per subject it reads); else the embedded one, in memory, with the
  * in-process bus.
  */
-async function openStorage(): Promise<Storage> {
+async function openStorage(embedded = false): Promise<Storage> {
   const databaseUrl = process.env.DATABASE_URL;
   const natsUrl = inject("natsUrl");
-  if (!databaseUrl || !natsUrl) return { env: {}, embeddedFrom: await embeddedTemplateDump(), remove: async () => {} };
+  if (embedded || !databaseUrl || !natsUrl)
+    return { env: {}, embeddedFrom: await embeddedTemplateDump(), remove: async () => {} };
   const database = await createTestDatabase(databaseUrl);
   const namespace = `route_${randomBytes(4).toString("hex")}`;
   return {
@@ -51,9 +63,12 @@ async function openStorage(): Promise<Storage> {
  * (start-all.ts), on loopback ports the OS picks, with a DATA_DIR (secrets, page token key, blobs)
  * and a database of their own. `env` adds or overrides variables (WEBHOOK_DELIVERY=off, ...).
  */
-export async function startInProcess(env: Record<string, string> = {}): Promise<InProcessSystem> {
+export async function startInProcess(
+  env: Record<string, string> = {},
+  options: InProcessOptions = {},
+): Promise<InProcessSystem> {
   const dataDir = await mkdtemp(join(tmpdir(), "replay-in-process-"));
-  const storage = await openStorage();
+  const storage = await openStorage(options.embedded);
   const removeAll = async () => {
     await storage.remove();
     await rm(dataDir, { recursive: true, force: true });
@@ -84,6 +99,7 @@ export async function startInProcess(env: Record<string, string> = {}): Promise<
     baseUrl: gateway.url,
     internalUrl: gateway.internalUrl,
     admin: adminClient(gateway.internalUrl),
+    db: (schema) => platform.openDb(schema),
     async close() {
       // The gateway first, so that nothing new reaches the services while they stop.
       for (const part of [gateway, ...services]) await part.close();
@@ -97,10 +113,13 @@ export async function startInProcess(env: Record<string, string> = {}): Promise<
  * One in-process system for the enclosing file or describe block: started before its tests, closed
  * after them. Returns a getter, since the system exists only once beforeAll has run.
  */
-export function useInProcessSystem(env: Record<string, string> = {}): () => InProcessSystem {
+export function useInProcessSystem(
+  env: Record<string, string> = {},
+  options: InProcessOptions = {},
+): () => InProcessSystem {
   let sys: InProcessSystem | undefined;
   beforeAll(async () => {
-    sys = await startInProcess(env);
+    sys = await startInProcess(env, options);
   }, 120_000);
   afterAll(async () => {
     await sys?.close();

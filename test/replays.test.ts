@@ -1,23 +1,20 @@
 import { randomUUID } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeEvent } from "../lib/bus/events.js";
-import { createEmbeddedDb, openEmbeddedPostgres } from "../lib/db/embedded.js";
+import type { Db } from "../lib/db/types.js";
 import { provisionTenant, type Res, send, sendSigned } from "./http.js";
+import { useInProcessSystem } from "./in-process.js";
 import { pollUntil } from "./poll.js";
 import { grpcCheckIn } from "./recorder.js";
 import { sharedSystems } from "./shared-system.js";
-import { type System, startEmbeddedSystem } from "./system.js";
 
 // The replays read and delete API through the gateway (spec "Replays", decisions.md §5 and §7).
 // The tests that need many replays in given states seed replays.replay (and replays.tenant) with
 // SQL, faster and more exact than recording each (test/recording.test.ts covers the recording API). The rules that need no replay run on
 // both shared systems; the seeded ones run in full on the distributed system, whose database the
-// test reaches, and again (without inserts between pages) on an embedded system of the test's own,
-// seeded while it is stopped (the last describe). Every refusal's status and code, and another
+// test reaches, and again (without inserts between pages) on an in-process system on the embedded
+// database, seeded while it runs (the last describe). Every refusal's status and code, and another
 // tenant's replays: gateway/routes/replays.test.ts.
 
 function expectProblem(res: Res, status: number, code: string): void {
@@ -63,7 +60,7 @@ function recordingMetadata(id: string | undefined, serverId: unknown, startedAt:
   };
 }
 
-/** Where seeds go: a pg pool on the distributed system's database, or the stopped embedded one's. */
+/** Where seeds go: a pg pool on the distributed system's database, or the in-process system's embedded one. */
 type Sql = { query(text: string, params?: unknown[]): Promise<unknown> };
 
 // Seeded times lie a century ahead: the running system's retention worker moves replays older than
@@ -444,50 +441,27 @@ describe.each(sharedSystems())("replays ($mode mode)", (sys) => {
   });
 });
 
-// The embedded system's database lives inside its process, so the seeds go in while it is stopped:
-// start it on a DATA_DIR of the test's own to provision a tenant, stop it, seed its database on
-// disk, start it again on the same DATA_DIR and test through its gateway.
-describe("replays with seeded replays (embedded mode, seeded while the system is stopped)", () => {
-  let dataDir: string;
-  let sys: System | undefined;
+// The embedded mode's own database adapter (one PGlite connection, its values) under the list and
+// delete SQL: an in-process system on the embedded database, which lives in the test's process, so
+// the seeds go in while it runs.
+describe("replays with seeded replays (embedded database)", () => {
+  const system = useInProcessSystem({}, { embedded: true });
+  let db: Db;
   let t: Awaited<ReturnType<typeof provisionTenant>>;
   const ids: Record<string, string> = {};
-  const current = () => {
-    if (!sys) throw new Error("the system is not started");
-    return sys;
-  };
-  const signed = (method: string, path: string) => sendSigned(current().baseUrl, t.signer, method, path);
-
-  async function withStoppedDb<T>(fn: (db: Sql) => Promise<T>): Promise<T> {
-    await sys?.stop();
-    sys = undefined;
-    const embedded = await openEmbeddedPostgres(join(dataDir, "pg"));
-    try {
-      return await fn(createEmbeddedDb(embedded, "replays"));
-    } finally {
-      await embedded.close();
-    }
-  }
+  const signed = (method: string, path: string) => sendSigned(system().baseUrl, t.signer, method, path);
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), "replay-replays-"));
-    sys = await startEmbeddedSystem({ DATA_DIR: dataDir });
-    t = await provisionTenant(sys);
-    await withStoppedDb(async (db) => {
-      ids.serverA = randomUUID();
-      ids.old = await seed(db, t.tenantId, { serverId: ids.serverA, startedAt: "2126-04-01T00:00:00.000Z" });
-      ids.mid = await seed(db, t.tenantId, { integration: "gmod", startedAt: "2126-04-02T00:00:00.000Z" });
-      ids.tieA = await seed(db, t.tenantId, { serverId: ids.serverA, startedAt: "2126-04-03T00:00:00.000Z" });
-      ids.tieB = await seed(db, t.tenantId, { startedAt: "2126-04-03T00:00:00.000Z" });
-      ids.recording = await seed(db, t.tenantId, { status: "recording", startedAt: "2126-04-04T00:00:00.000001Z" });
-      await setStorage(db, t.tenantId, 4_000);
-    });
-    sys = await startEmbeddedSystem({ DATA_DIR: dataDir });
-  }, 120_000);
-  afterAll(async () => {
-    await sys?.stop();
-    await rm(dataDir, { recursive: true, force: true });
-  }, 30_000);
+    db = system().db("replays");
+    t = await provisionTenant(system());
+    ids.serverA = randomUUID();
+    ids.old = await seed(db, t.tenantId, { serverId: ids.serverA, startedAt: "2126-04-01T00:00:00.000Z" });
+    ids.mid = await seed(db, t.tenantId, { integration: "gmod", startedAt: "2126-04-02T00:00:00.000Z" });
+    ids.tieA = await seed(db, t.tenantId, { serverId: ids.serverA, startedAt: "2126-04-03T00:00:00.000Z" });
+    ids.tieB = await seed(db, t.tenantId, { startedAt: "2126-04-03T00:00:00.000Z" });
+    ids.recording = await seed(db, t.tenantId, { status: "recording", startedAt: "2126-04-04T00:00:00.000001Z" });
+    await setStorage(db, t.tenantId, 4_000);
+  });
 
   it("lists newest first, then by id descending, across pages, with every field (null when unset)", async () => {
     const [tieHigh, tieLow] = [ids.tieA, ids.tieB].sort().reverse();
@@ -528,35 +502,26 @@ describe("replays with seeded replays (embedded mode, seeded while the system is
     expect(res.status, res.text).toBe(204);
     expectProblem(await signed("DELETE", `/v1/replays/${ids.mid}`), 404, "REPLAY_NOT_FOUND");
     expectProblem(await signed("GET", `/v1/replays/${ids.mid}`), 404, "REPLAY_NOT_FOUND");
-    expect((await current().admin.getTenant({ tenantId: t.tenantId })).tenant?.storageUsedBytes).toBe(3_000n);
+    expect((await system().admin.getTenant({ tenantId: t.tenantId })).tenant?.storageUsedBytes).toBe(3_000n);
     const recording = await signed("DELETE", `/v1/replays/${ids.recording}`);
     expect(recording.status, recording.text).toBe(204);
-    expect((await current().admin.getTenant({ tenantId: t.tenantId })).tenant?.storageUsedBytes).toBe(3_000n);
-    // Each look stops the system (its database is in its process) and, while the archive is still
-    // queued, starts it again: the worker's first round runs at start, and a stop lets it finish.
+    expect((await system().admin.getTenant({ tenantId: t.tenantId })).tenant?.storageUsedBytes).toBe(3_000n);
+    const { rows } = await db.query<{ subject: string; payload: Uint8Array }>(
+      "SELECT subject, payload FROM replays.outbox WHERE subject IN ('replays.replay.deleted', 'replays.asset.deleted') ORDER BY id",
+    );
+    const deleted = rows
+      .filter((r) => r.subject === "replays.replay.deleted")
+      .map((r) => decodeEvent("replays.replay.deleted", r.payload).replayId);
+    expect(deleted).toEqual([ids.mid, ids.recording]);
+    expect(rows.filter((r) => r.subject === "replays.asset.deleted")).toHaveLength(2);
+    // The archive's queue entry is drained by the worker once the blob store confirmed.
     const archiveKey = `tenant/${t.tenantId}/replay/${ids.mid}.rpl`;
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const state = await withStoppedDb(async (db) => {
-        const subjects = (await db.query(
-          "SELECT subject, payload FROM replays.outbox WHERE subject IN ('replays.replay.deleted', 'replays.asset.deleted') ORDER BY id",
-        )) as { rows: { subject: string; payload: Uint8Array }[] };
-        const queued = (await db.query("SELECT 1 FROM replays.blob_deletion WHERE archive_key = $1", [archiveKey])) as {
-          rows: unknown[];
-        };
-        return {
-          deleted: subjects.rows
-            .filter((r) => r.subject === "replays.replay.deleted")
-            .map((r) => decodeEvent("replays.replay.deleted", r.payload).replayId),
-          assets: subjects.rows.filter((r) => r.subject === "replays.asset.deleted").length,
-          queued: queued.rows.length,
-        };
-      });
-      expect(state.deleted).toEqual([ids.mid, ids.recording]);
-      expect(state.assets).toBe(2);
-      if (state.queued === 0) break;
-      if (Date.now() > deadline) throw new Error("the archive's queue entry was not drained");
-      sys = await startEmbeddedSystem({ DATA_DIR: dataDir });
-    }
-  }, 90_000);
+    await pollUntil(
+      async () =>
+        (await db.query("SELECT 1 FROM replays.blob_deletion WHERE archive_key = $1", [archiveKey])).rows.length,
+      (n) => n === 0,
+      20_000,
+      200,
+    );
+  });
 });

@@ -25,7 +25,7 @@ export type Delivery = {
 };
 
 /** A tenant of `sys` with the helpers the tests below share. */
-export async function tenantOn(sys: SystemHandle) {
+export async function tenantOn(sys: Pick<SystemHandle, "baseUrl" | "internalUrl" | "admin">) {
   const recording = createClient(RecordingService, createGrpcTransport({ baseUrl: sys.internalUrl }));
   const t = await provisionTenant(sys, { rateLimitRps: 5000, rateLimitBurst: 5000, serverLimit: 100n });
   const signed = (method: string, path: string, body?: unknown) =>

@@ -1,16 +1,15 @@
 import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from "vitest";
 import { AssetState, RecordingService } from "../gen/replay/replays/v1/recording_pb.js";
 import { WEBHOOK_EVENTS } from "../lib/vocabulary.js";
 import { verifyWebhookSignature } from "../services/webhooks/delivery/signature.js";
 import { expectProblem } from "./expect.js";
 import { type Res, send } from "./http.js";
+import { type InProcessSystem, startInProcess } from "./in-process.js";
 import { pollUntil } from "./poll.js";
-import { sharedSystems, testNatsUrl } from "./shared-system.js";
-import { distributedSkipReason, type System, startDistributedSystem, startEmbeddedSystem } from "./system.js";
-import { useSystem } from "./use-system.js";
+import { sharedSystems } from "./shared-system.js";
 import { type ReceivedRequest, startWebhookReceiver, type WebhookReceiver } from "./webhook-receiver.js";
 import { type Delivery, tenantOn } from "./webhook-tenant.js";
 
@@ -206,49 +205,49 @@ describe.each(sharedSystems())("webhooks ($mode mode)", (sys) => {
 });
 
 // A receiver that hangs must not slow another subscription's deliveries (decisions.md §6): the
-// hanging one fills its slots (16 in flight) and its other events wait, the live one goes on. On
-// systems of their own with a timeout no test outlives, so that no hanging attempt can end and free
-// a slot while the test looks: with the shared systems' 2 s, "the live deliveries came before any
-// hanging one timed out" was a race a busy machine lost.
-const hangEnv = (): Record<string, string> => ({
-  WEBHOOK_ALLOW_TARGETS: `127.0.0.1:${inject("webhookReceiver").port}`,
-  WEBHOOK_CA_FILE: join(inject("webhookReceiver").certDir, "cert.pem"),
-  WEBHOOK_RETRY_SCHEDULE: "0,300ms,300ms",
-  WEBHOOK_TIMEOUT_MS: "600000",
-});
-const hangSystems: [string, () => Promise<System>, string | undefined][] = [
-  ["embedded", () => startEmbeddedSystem(hangEnv()), undefined],
-  ["distributed", () => startDistributedSystem({ natsUrl: testNatsUrl(), env: hangEnv() }), distributedSkipReason()],
-];
-for (const [mode, start, skip] of hangSystems) {
-  describe.skipIf(skip)(`webhooks beside a receiver that hangs (${mode} mode, WEBHOOK_TIMEOUT_MS 600 000)`, () => {
-    const system = useSystem(start);
-
-    it("keeps another subscription's pace while one receiver hangs for the whole timeout", async () => {
-      const sys = system();
-      const recording = createClient(RecordingService, createGrpcTransport({ baseUrl: sys.internalUrl }));
-      const t = await tenantOn(sys);
-      const [hangPath, livePath] = [receiver.newPath(), receiver.newPath()];
-      receiver.behave(hangPath, { hang: true });
-      await t.subscribe(receiver.url(hangPath), [...EVENTS]);
-      await t.subscribe(receiver.url(livePath), [...EVENTS]);
-      // More events than one subscription may have in flight (16): the hanging receiver fills its slots.
-      const replays = await Promise.all(Array.from({ length: 6 }, () => t.finishedReplay()));
-      await Promise.all(
-        replays.map(async ({ replayId }) => {
-          await recording.setAssetState({ replayId, state: AssetState.PROCESSING });
-          await recording.setAssetState({ replayId, state: AssetState.READY });
-          await recording.releaseCollection({ replayId });
-        }),
-      );
-      // Every live delivery arrives while the hanging attempts still hold all their slots: a worker
-      // that made the live ones wait behind the hanging subscription never gets them out (no
-      // attempt ends for 10 minutes), and this wait fails.
-      await receiver.waitForRequests(livePath, 24, 60_000);
-      const hanging = await receiver.waitForRequests(hangPath, 16, 60_000);
-      // And nothing cut a hanging attempt to make room: with the 10-minute timeout, no attempt ends
-      // while the test runs, however slow the machine.
-      expect(hanging.filter((r) => r.closed)).toEqual([]);
+// hanging one fills its slots (16 in flight), the live one goes on. The worker's rule, the same in
+// both modes (delivery/worker.test.ts holds it on both databases): one in-process system shows it.
+// Its timeout outlives the test, so no hanging attempt ends and frees a slot while the test looks
+// (with the shared systems' 2 s, that was a race a busy machine lost).
+describe("webhooks beside a receiver that hangs (in-process system, WEBHOOK_TIMEOUT_MS 600 000)", () => {
+  it("keeps another subscription's pace while one receiver hangs for the whole timeout", async () => {
+    const { certDir } = inject("webhookReceiver");
+    // A receiver of its own, closed before the system: that ends the hanging attempts, which the
+    // system's stop would otherwise wait out for its whole drain (10 s).
+    const hangReceiver = await startWebhookReceiver({ certDir });
+    let sys: InProcessSystem | undefined;
+    onTestFinished(async () => {
+      await hangReceiver.close();
+      await sys?.close();
     });
+    sys = await startInProcess({
+      WEBHOOK_ALLOW_TARGETS: `127.0.0.1:${hangReceiver.port}`,
+      WEBHOOK_CA_FILE: join(certDir, "cert.pem"),
+      WEBHOOK_RETRY_SCHEDULE: "0,300ms,300ms",
+      WEBHOOK_TIMEOUT_MS: "600000",
+    });
+    const recording = createClient(RecordingService, createGrpcTransport({ baseUrl: sys.internalUrl }));
+    const t = await tenantOn(sys);
+    const [hangPath, livePath] = [hangReceiver.newPath(), hangReceiver.newPath()];
+    hangReceiver.behave(hangPath, { hang: true });
+    await t.subscribe(hangReceiver.url(hangPath), [...EVENTS]);
+    await t.subscribe(hangReceiver.url(livePath), [...EVENTS]);
+    // More events than one subscription may have in flight (16): the hanging receiver fills its slots.
+    const replays = await Promise.all(Array.from({ length: 6 }, () => t.finishedReplay()));
+    await Promise.all(
+      replays.map(async ({ replayId }) => {
+        await recording.setAssetState({ replayId, state: AssetState.PROCESSING });
+        await recording.setAssetState({ replayId, state: AssetState.READY });
+        await recording.releaseCollection({ replayId });
+      }),
+    );
+    // Every live delivery arrives while the hanging attempts still hold all their slots: a worker
+    // that made the live ones wait behind the hanging subscription never gets them out (no
+    // attempt ends for 10 minutes), and this wait fails.
+    await hangReceiver.waitForRequests(livePath, 24, 60_000);
+    const hanging = await hangReceiver.waitForRequests(hangPath, 16, 60_000);
+    // And nothing cut a hanging attempt to make room: with the 10-minute timeout, no attempt ends
+    // while the test runs, however slow the machine.
+    expect(hanging.filter((r) => r.closed)).toEqual([]);
   });
-}
+});
