@@ -1,6 +1,4 @@
 #!/usr/bin/env node
-import { createDevTenant, devKeyCommand, findDevTenant } from "./gateway/dev-tenant.js";
-import { start as startGateway } from "./gateway/main.js";
 // The only process entry (STYLE.md §9): reads the configuration, owns signals and the exit code,
 // and starts all five parts in one process (no argument) or one part of the distributed
 // deployment (`node dist/start.js <gateway|markers|servers|replays|webhooks>`).
@@ -17,10 +15,10 @@ import { checkWritableDirs } from "./lib/data-dir.js";
 import { configureLogging, logger } from "./lib/log.js";
 import { configureMetrics } from "./lib/metrics.js";
 import { startOtelExport } from "./lib/otel.js";
-import { openPlatform, type Platform } from "./lib/platform.js";
+import type { Platform } from "./lib/platform.js";
 import { asPortError, checkPortsFree, PortError, plannedListeners } from "./lib/ports.js";
 import type { Running } from "./lib/service-host.js";
-import { serviceStarts, startAll } from "./start-all.js";
+import { startAll, startPart } from "./start-all.js";
 
 const log = logger("start");
 const GRACE_MS = 10_000;
@@ -64,12 +62,13 @@ async function main(): Promise<void> {
   }
   const startedAt = performance.now();
   const otel = await startOtelExport(config.otel, name ? `replay-${name}` : "replay");
+  const { openPlatform } = await import("./lib/platform.js");
   const platform = await openPlatform(config, name ?? "replay");
   // However the process ends from here on, a failed start included, it leaves no DATA_DIR lock behind.
   process.once("exit", () => platform.releaseAtExit());
   let parts: Running[];
   try {
-    parts = name === undefined ? await startAllWithBanner(config, platform) : [await startOne(name, config, platform)];
+    parts = name === undefined ? await startAllWithBanner(config, platform) : [await startPart(name, config, platform)];
   } catch (err) {
     // A port taken between the check and the listen.
     const portError = asPortError(err, listeners);
@@ -120,6 +119,7 @@ function onParentExit(fn: () => void): void {
  */
 async function startAllWithBanner(config: Config, platform: Platform): Promise<Running[]> {
   const { gateway, services: started } = await startAll(config, platform);
+  const { createDevTenant, devKeyCommand, findDevTenant } = await import("./gateway/dev-tenant.js");
   process.stderr.write(
     `\nreplay service (${config.db.url ? "Postgres" : "embedded Postgres"}, ${config.bus.natsUrl ? "NATS" : "in-process bus"})\n`,
   );
@@ -168,10 +168,6 @@ async function startAllWithBanner(config: Config, platform: Platform): Promise<R
     }
   }
   return [gateway, ...started];
-}
-
-async function startOne(name: ProcessName, config: Config, platform: Platform): Promise<Running> {
-  return name === "gateway" ? startGateway(config, platform) : serviceStarts[name](config, platform);
 }
 
 /** Ends a failed start: open handles (pools, sockets, half-started parts) would keep it alive. */
