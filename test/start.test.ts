@@ -158,10 +158,19 @@ describe("start-up", () => {
     expect(existsSync(join(dataDir, "pg", "PG_VERSION")), "the database was created before the failure").toBe(true);
     expect(existsSync(join(dataDir, "pg", "replay.lock"))).toBe(false);
 
-    // The four services on the ports their variables name, printed in the banner.
+    // The four services on the ports their variables name, printed in the banner; with an internal
+    // token, the first start still makes the dev tenant (it calls the admin API with the token).
     const services = await freeServicePorts();
-    const started = start([], { ...env, ...services.env });
+    const started = start([], { ...env, ...services.env, INTERNAL_TOKEN: "start-test-internal-token-0123456789" });
     await ready(started, port);
+    // The banner is complete once the process logs "ready" (the gateway answers /readyz before).
+    await pollUntil(
+      async () => started.stdout(),
+      (out) => out.includes('"msg":"ready"'),
+      30_000,
+    );
+    expect(started.stderr()).toMatch(/^ +dev tenant \(first start; the secrets are shown only now\):$/m);
+    expect(started.stderr()).toMatch(/^ +API key: +\S+ +\(all scopes\)$/m);
     for (const service of serviceNames) {
       const line = new RegExp(`^ +${service}: +${services.urls[service]} \\(${servicePortVariable(service)}\\)$`, "m");
       expect(started.stderr()).toMatch(line);
