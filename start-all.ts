@@ -1,26 +1,26 @@
 import type { RunningGateway } from "./gateway/main.js";
-import type { Config, ProcessName, ServiceName } from "./lib/config.js";
+import type { Config, ProcessName } from "./lib/config.js";
 import { serviceNames } from "./lib/config.js";
 import type { Platform } from "./lib/platform.js";
 import { EMBEDDED_SERVICE_HOST } from "./lib/ports.js";
 import type { Running } from "./lib/service-host.js";
 
+type Start = (config: Config, platform: Platform) => Promise<Running>;
+
 // Each part's code is loaded when it starts: a process of the distributed deployment parses its own
 // part only (a service ~0.4-0.6 s of CPU to load, all five ~0.8 s), and a refused start none of them.
-const startGateway = async (config: Config, platform: Platform): Promise<RunningGateway> =>
-  (await import("./gateway/main.js")).start(config, platform);
-
-/** Each service's own start(config, platform). */
-const serviceStarts: Record<ServiceName, (config: Config, platform: Platform) => Promise<Running>> = {
-  markers: async (config, platform) => (await import("./services/markers/main.js")).start(config, platform),
-  servers: async (config, platform) => (await import("./services/servers/main.js")).start(config, platform),
-  replays: async (config, platform) => (await import("./services/replays/main.js")).start(config, platform),
-  webhooks: async (config, platform) => (await import("./services/webhooks/main.js")).start(config, platform),
+const loadGateway = () => import("./gateway/main.js");
+const loadPart: Record<ProcessName, () => Promise<{ start: Start }>> = {
+  gateway: loadGateway,
+  markers: () => import("./services/markers/main.js"),
+  servers: () => import("./services/servers/main.js"),
+  replays: () => import("./services/replays/main.js"),
+  webhooks: () => import("./services/webhooks/main.js"),
 };
 
 /** One part of the distributed deployment. */
-export function startPart(name: ProcessName, config: Config, platform: Platform): Promise<Running> {
-  return name === "gateway" ? startGateway(config, platform) : serviceStarts[name](config, platform);
+export async function startPart(name: ProcessName, config: Config, platform: Platform): Promise<Running> {
+  return (await loadPart[name]()).start(config, platform);
 }
 
 /** The five parts of one process: the gateway, and the services in `serviceNames` order. */
@@ -45,7 +45,8 @@ export async function startAll(config: Config, platform: Platform): Promise<AllP
   };
   const services = await Promise.all(
     serviceNames.map((service) =>
-      serviceStarts[service](
+      startPart(
+        service,
         {
           ...config,
           serviceUrls,
@@ -59,7 +60,7 @@ export async function startAll(config: Config, platform: Platform): Promise<AllP
   serviceNames.forEach((service, i) => {
     serviceUrls[service] = services[i]?.url as string;
   });
-  const gateway = await startGateway({ ...config, serviceUrls }, platform);
+  const gateway = await (await loadGateway()).start({ ...config, serviceUrls }, platform);
   gatewayInternalUrl = gateway.internalUrl;
   return { gateway, services };
 }

@@ -46,7 +46,7 @@ declare module "vitest" {
 }
 
 /** A NATS server with JetStream: NATS_URL, else one started here when the binary is installed; "" when neither. */
-export async function testNats(): Promise<{ natsUrl: string; stop(): Promise<void> }> {
+async function testNats(): Promise<{ natsUrl: string; stop(): Promise<void> }> {
   const given = process.env.NATS_URL ?? "";
   const binary = natsServerBinary();
   if (given !== "" || !binary) return { natsUrl: given, stop: async () => {} };
@@ -101,7 +101,7 @@ export async function testReceivers(): Promise<{
 }
 
 /** The migrated templates per-file test databases are made from: Postgres (with DATABASE_URL) and embedded. */
-export async function testTemplates(
+async function testTemplates(
   dir: string,
 ): Promise<{ templateDatabase: string; embeddedTemplate: string; drop(): Promise<void> }> {
   const embeddedTemplate = join(dir, "embedded.tar");
@@ -118,8 +118,8 @@ export async function testTemplates(
   };
 }
 
-type RunResources = { natsUrl: string; templateDatabase: string; embeddedTemplate: string };
-type SharedRun = { ready: Promise<RunResources & { release(): Promise<void> }>; users: number };
+type RunResources = { natsUrl: string; templateDatabase: string; embeddedTemplate: string; release(): Promise<void> };
+type SharedRun = { ready: Promise<RunResources>; users: number };
 const RUN = Symbol.for("replay.test-run-resources");
 
 /**
@@ -127,7 +127,7 @@ const RUN = Symbol.for("replay.test-run-resources");
  * (vitest runs each project's setup in turn, in one process; building the templates once per layer
  * cost ~8 s each). Each caller releases; the last release stops and drops them.
  */
-export async function runResources(): Promise<RunResources & { release(): Promise<void> }> {
+export async function runResources(): Promise<RunResources> {
   const holder = globalThis as { [RUN]?: SharedRun };
   if (!holder[RUN]) {
     holder[RUN] = {
