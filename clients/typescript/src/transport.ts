@@ -68,6 +68,34 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /**
+ * Sends one attempt with its own deadline, which the caller's signal also ends. The deadline is a
+ * controller held by its timer and handed to fetch itself: with AbortSignal.any(AbortSignal.timeout())
+ * set on a Request, nothing held the signals strongly and, after a garbage collection, undici's
+ * Request no longer followed them, so a silent server held the caller for ever.
+ */
+async function sendWithDeadline(
+  send: NonNullable<TransportOptions["fetch"]>,
+  request: Request,
+  init: RequestInit | undefined,
+  timeoutMs: number,
+): Promise<Response> {
+  const deadline = new AbortController();
+  const timer = setTimeout(
+    () => deadline.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")),
+    timeoutMs,
+  );
+  const callerAborted = () => deadline.abort(request.signal.reason);
+  if (request.signal.aborted) callerAborted();
+  else request.signal.addEventListener("abort", callerAborted, { once: true });
+  try {
+    return await send(new Request(request, { signal: deadline.signal }), { ...init, signal: deadline.signal });
+  } finally {
+    clearTimeout(timer);
+    request.signal.removeEventListener("abort", callerAborted);
+  }
+}
+
+/**
  * A REQUEST_EXPIRED problem with the skew between this machine's clock and the server's (by the
  * answer's Date header, to the second) in its detail and as `clock_skew_seconds`: the usual cause
  * is a clock that is off, which the bare code does not say. Any other answer is returned untouched.
@@ -134,12 +162,11 @@ export function replayFetch(options: TransportOptions) {
       // (and undici could not send these bytes again to a redirect's target anyway).
       // Each attempt has its own deadline (a gateway that never answers must not hold the caller for
       // undici's 300 s); the caller's signal still ends it, and the waits between attempts.
-      const signal = AbortSignal.any([request.signal, AbortSignal.timeout(timeoutMs)]);
-      const attemptRequest = new Request(request, { headers: attemptHeaders, body, redirect: "manual", signal });
+      const attemptRequest = new Request(request, { headers: attemptHeaders, body, redirect: "manual" });
       const last = !retryable || attempt >= retry.maxAttempts;
       let response: Response;
       try {
-        response = await send(attemptRequest, init);
+        response = await sendWithDeadline(send, attemptRequest, init, timeoutMs);
       } catch (err) {
         // No answer at all (refused, reset, timed out): safe requests try again after a backoff.
         if (last || request.signal.aborted) throw err;

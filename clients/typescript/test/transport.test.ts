@@ -1,5 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import v8 from "node:v8";
+import { runInNewContext } from "node:vm";
 import { createReplayClient, type ReplayClientOptions, USER_AGENT } from "@replay/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -160,6 +162,22 @@ describe("the client's retries", () => {
     });
     expect(seen).toHaveLength(1);
     expect(() => client({ timeoutMs: 0 })).toThrow(RangeError);
+  });
+
+  it("ends an attempt at its deadline however often memory is collected while it waits", async () => {
+    // undici's Request follows a signal through weak references: a deadline nothing else held was
+    // collected and never fired. The race bounds the hang the old code showed, not the deadline.
+    v8.setFlagsFromString("--expose-gc");
+    const collectGarbage = runInNewContext("gc") as () => void;
+    const collecting = setInterval(collectGarbage, 10);
+    try {
+      answers("silence");
+      const call = client({ timeoutMs: 300, retry: false }).GET("/v1/replays");
+      const hung = new Promise((resolve) => setTimeout(resolve, 30_000, "still waiting after 30 s"));
+      await expect(Promise.race([call, hung])).rejects.toMatchObject({ name: "TimeoutError" });
+    } finally {
+      clearInterval(collecting);
+    }
   });
 
   it("stops waiting when the caller aborts", async () => {
