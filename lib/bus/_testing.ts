@@ -31,9 +31,12 @@ export async function createTestBus(openDb: (schema: string) => Db): Promise<Tes
   return servers ? createNatsTestBus(servers) : createEmbeddedTestBus(openDb);
 }
 
-/** The embedded bus; its peers are the bus itself, as every "process" shares it. */
+/**
+ * The embedded bus; its peers are the bus itself, as every "process" shares it. Its readers never poll
+ * within a test: what they deliver, enqueue's NOTIFY woke them for.
+ */
 export async function createEmbeddedTestBus(openDb: (schema: string) => Db): Promise<TestBus> {
-  const bus = await createEmbeddedBus(openDb);
+  const bus = await createEmbeddedBus(openDb, { pollMs: 60 * 60_000 });
   return {
     bus,
     connectPeer: async () => bus,

@@ -10,7 +10,9 @@ import { OUTBOX_ROW_COLUMNS, type OutboxRow, outboxChannel, outboxMigrations } f
 const log = logger("lib:bus:embedded");
 
 const batchSize = 100;
-const pollMs = 1000;
+// Only a safety net: every outbox row comes with a NOTIFY (enqueue), which PGlite delivers in-process, and a
+// notification during a round is kept. At 1 s the ~20 readers' polls were most of an idle system's CPU.
+const POLL_MS = 30_000;
 
 const cursorMigrations: Migration[] = [
   {
@@ -38,7 +40,10 @@ type Listener = { subjects: readonly string[]; handler: BusHandler; queue: BusMe
  * outbox id is sound only because the embedded database is one connection: ids become visible in commit
  * order (real Postgres does not promise that, hence JetStream there). `publish` feeds only broadcasts.
  */
-export async function createEmbeddedBus(openDb: (schema: string) => Db): Promise<Bus> {
+export async function createEmbeddedBus(
+  openDb: (schema: string) => Db,
+  { pollMs = POLL_MS }: { pollMs?: number } = {},
+): Promise<Bus> {
   const db = openDb("bus");
   await migrate(db, cursorMigrations);
   const outboxes = new Map<Producer, Db>();
