@@ -190,6 +190,18 @@ describe("the client's retries", () => {
     expect(seen).toHaveLength(1);
   });
 
+  it("ends an attempt in flight when the caller aborts, with the caller's reason, and sends nothing more", async () => {
+    answers("silence");
+    const controller = new AbortController();
+    const call = client({ retry: { maxAttempts: 5, baseDelayMs: 1 } }).GET("/v1/replays", {
+      signal: controller.signal,
+    });
+    await expect.poll(() => seen.length).toBe(1);
+    controller.abort(new Error("caller gave up"));
+    await expect(call).rejects.toThrow("caller gave up");
+    expect(seen).toHaveLength(1);
+  });
+
   it("keeps the defaults for retry fields given as undefined", async () => {
     answers(unavailable);
     const { response } = await client({ retry: { maxAttempts: undefined, baseDelayMs: 1 } }).GET("/v1/api/servers");
