@@ -1,4 +1,4 @@
-// replayctl's run, apart from the process it runs in (cli/replayctl.ts): tests call it in-process.
+// replayctl's run, apart from the process it runs in (cli/run.ts): tests call it in-process.
 import { internalTokenHeaders } from "../lib/rpc/internal-token.js";
 import { createLeanTransport } from "../lib/rpc/lean-transport.js";
 import { createClients } from "./command.js";

@@ -37,7 +37,7 @@ const code = (file: string) => !file.endsWith(".test.ts") && !file.includes("_te
 
 // The two process entries hand the environment over (`loadConfig(process.env…)`, `main(…, process.env)`);
 // any other mention of process.env, however spelled, is a read.
-const ENTRIES = ["start.ts", "cli/replayctl.ts"];
+const ENTRIES = ["start.ts", "cli/run.ts"];
 export function envReads(text: string, entry: boolean): string[] {
   const handed = entry ? text.replace(/[(,]\s*process\.env\s*[,)]/g, "") : text;
   return (

@@ -62,7 +62,7 @@ describe("the README and docs/", () => {
   });
 
   it("document every variable the configuration reads, in docs/configuration.md's table", () => {
-    const read = new Set<string>(["REPLAYCTL_URL", "REPLAYCTL_TOKEN"]); // cli/replayctl.ts's own
+    const read = new Set<string>(["REPLAYCTL_URL", "REPLAYCTL_TOKEN"]); // replayctl's own (cli/main.ts)
     const envs: Record<string, string>[] = [
       {},
       { DATABASE_URL: "postgres://replay@db/replay", NATS_URL: "nats://nats:4222" },

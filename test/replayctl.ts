@@ -6,7 +6,7 @@ import { main } from "../cli/main.js";
 const cli = join(
   fileURLToPath(new URL("..", import.meta.url)).replace(/\/dist\/?$/, "/"),
   "dist",
-  "bin",
+  "cli",
   "replayctl.js",
 );
 
@@ -46,7 +46,7 @@ export async function runReplayctl(
 }
 
 /**
- * Runs the built replayctl (the bundle dist/bin/replayctl.js, as `npx replayctl` runs it) with only PATH
+ * Runs the built replayctl (dist/cli/replayctl.js, the bin, as `npx replayctl` runs it; it loads the bundle) with only PATH
  * and `env` besides, and resolves whatever its exit code.
  */
 export function spawnReplayctl(

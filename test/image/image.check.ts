@@ -366,7 +366,7 @@ describe("the image, run as the dev overlay's pods", () => {
             gateway.container,
             "sh",
             "-c",
-            `${input ? "cat > /tmp/archive && " : ""}REPLAYCTL_TOKEN=$INTERNAL_TOKEN node dist/bin/replayctl.js "$@"`,
+            `${input ? "cat > /tmp/archive && " : ""}REPLAYCTL_TOKEN=$INTERNAL_TOKEN node dist/cli/replayctl.js "$@"`,
             "replayctl",
             ...args,
           ],
