@@ -68,14 +68,15 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /**
- * Sends one attempt with its own deadline, which the caller's signal also ends. The deadline is a
- * controller held by its timer and handed to fetch itself: with AbortSignal.any(AbortSignal.timeout())
- * set on a Request, nothing held the signals strongly and, after a garbage collection, undici's
- * Request no longer followed them, so a silent server held the caller for ever.
+ * Sends one attempt, made by `attempt` with its own deadline, which the caller's signal also ends. The deadline is
+ * a controller held by its timer, listened to on the caller's own signal and handed to fetch itself: a signal that
+ * a Request follows is followed through weak references, and after a garbage collection AbortSignal.any(...,
+ * AbortSignal.timeout()) on a Request no longer fired, so a silent server held the caller for ever.
  */
 async function sendWithDeadline(
   send: NonNullable<TransportOptions["fetch"]>,
-  request: Request,
+  attempt: (signal: AbortSignal) => Request,
+  caller: AbortSignal,
   init: RequestInit | undefined,
   timeoutMs: number,
 ): Promise<Response> {
@@ -84,14 +85,14 @@ async function sendWithDeadline(
     () => deadline.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")),
     timeoutMs,
   );
-  const callerAborted = () => deadline.abort(request.signal.reason);
-  if (request.signal.aborted) callerAborted();
-  else request.signal.addEventListener("abort", callerAborted, { once: true });
+  const callerAborted = () => deadline.abort(caller.reason);
+  if (caller.aborted) callerAborted();
+  else caller.addEventListener("abort", callerAborted, { once: true });
   try {
-    return await send(new Request(request, { signal: deadline.signal }), { ...init, signal: deadline.signal });
+    return await send(attempt(deadline.signal), { ...init, signal: deadline.signal });
   } finally {
     clearTimeout(timer);
-    request.signal.removeEventListener("abort", callerAborted);
+    caller.removeEventListener("abort", callerAborted);
   }
 }
 
@@ -162,11 +163,12 @@ export function replayFetch(options: TransportOptions) {
       // (and undici could not send these bytes again to a redirect's target anyway).
       // Each attempt has its own deadline (a gateway that never answers must not hold the caller for
       // undici's 300 s); the caller's signal still ends it, and the waits between attempts.
-      const attemptRequest = new Request(request, { headers: attemptHeaders, body, redirect: "manual" });
+      const attemptRequest = (signal: AbortSignal) =>
+        new Request(request, { headers: attemptHeaders, body, redirect: "manual", signal });
       const last = !retryable || attempt >= retry.maxAttempts;
       let response: Response;
       try {
-        response = await sendWithDeadline(send, attemptRequest, init, timeoutMs);
+        response = await sendWithDeadline(send, attemptRequest, request.signal, init, timeoutMs);
       } catch (err) {
         // No answer at all (refused, reset, timed out): safe requests try again after a backoff.
         if (last || request.signal.aborted) throw err;
