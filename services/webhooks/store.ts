@@ -143,9 +143,8 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
        SELECT d.delivery_id, 1, 'automatic', now() FROM d WHERE d.leased
      )${bringDueForward("d", "next_attempt_at")}
      SELECT d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, d.traceparent, d.leased,
-            CASE WHEN d.leased THEN c.url END AS url, CASE WHEN d.leased THEN c.secret END AS secret,
-            CASE WHEN d.leased THEN c.next_secret END AS next_secret, false AS manual, 0 AS automatic_attempts, 1 AS attempt
-       FROM d JOIN c USING (subscription_id, event_id)`,
+            s.url, ${signingSecrets("s")}, false AS manual, 0 AS automatic_attempts, 1 AS attempt
+       FROM d LEFT JOIN webhooks.subscription s ON d.leased AND s.subscription_id = d.subscription_id`,
     [
       events.map((e) => e.eventId),
       events.map((e) => e.tenantId),
