@@ -100,7 +100,7 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
     ]);
   });
 
-  it("logs an attempt before its request: open while in flight (not listed), closed as abandoned when its sender stops", async () => {
+  it("counts an attempt on its delivery before its request and logs it once it ends; one whose sender stopped is logged by the takeover or the release", async () => {
     const tenantId = randomUUID();
     const subscriptionId = await subscribe(tenantId, ["asset.ready"]);
     await db.transaction((tx) =>
@@ -114,32 +114,55 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
         .then(({ claimed }) => claimed.find((d) => d.subscription_id === subscriptionId));
     const first = await claim("replica-a");
     if (!first) throw new Error("nothing claimed");
-    const rows = () =>
+    const counted = () =>
       db
-        .query<{ attempt: number; open: boolean; error: string | null }>(
-          `SELECT attempt, duration_ms IS NULL AS open, error FROM webhooks.attempt WHERE delivery_id = $1 ORDER BY attempt`,
+        .query<{ attempt_count: number; started: boolean }>(
+          "SELECT attempt_count, attempt_started_at IS NOT NULL AS started FROM webhooks.delivery WHERE delivery_id = $1",
           [first.delivery_id],
         )
-        .then((r) => r.rows);
-    expect(await rows()).toEqual([{ attempt: 1, open: true, error: null }]);
-    expect(await store.listAttempts(db, [first.delivery_id])).toEqual([]);
-    // Replica A dies mid-attempt; its lease runs out and B claims: A's attempt stays in the log, failed.
+        .then((r) => r.rows[0]);
+    const logged = () =>
+      store.listAttempts(db, [first.delivery_id]).then((rows) => rows.map((a) => [a.attempt, a.trigger, a.error]));
+    // In flight: counted on the delivery, not in the log yet.
+    expect(await counted()).toEqual({ attempt_count: 1, started: true });
+    expect(await logged()).toEqual([]);
+    // Replica A dies mid-attempt; its lease runs out and B claims: A's attempt is logged, failed, its start kept.
     await db.query(
-      "UPDATE webhooks.delivery SET lease_expires_at = now() - interval '1 second' WHERE delivery_id = $1",
+      "UPDATE webhooks.delivery SET lease_expires_at = now() - interval '1 second', attempt_started_at = now() - interval '5 seconds' WHERE delivery_id = $1",
       [first.delivery_id],
     );
     const second = await claim("replica-b");
     expect(second?.attempt).toBe(2);
-    expect(await rows()).toEqual([
-      { attempt: 1, open: false, error: "no answer recorded: the sender stopped" },
-      { attempt: 2, open: true, error: null },
-    ]);
-    // B stops with its request cut: handed back, its attempt closed too.
+    expect(await logged()).toEqual([[1, "automatic", "no answer recorded: the sender stopped"]]);
+    const [abandoned] = await store.listAttempts(db, [first.delivery_id]);
+    expect(abandoned?.duration_ms).toBeGreaterThanOrEqual(5_000);
+    // B stops with its request cut: handed back, its attempt logged too.
     await queue.releaseDeliveries(db, "replica-b", [first.delivery_id], "cut short: the sender stopped");
-    expect((await store.listAttempts(db, [first.delivery_id])).map((a) => [a.attempt, a.error])).toEqual([
-      [2, "cut short: the sender stopped"],
-      [1, "no answer recorded: the sender stopped"],
+    expect(await logged()).toEqual([
+      [2, "automatic", "cut short: the sender stopped"],
+      [1, "automatic", "no answer recorded: the sender stopped"],
     ]);
+    // A's answer arrives after all (its record was only late): its attempt takes the real outcome, the delivery's
+    // state stays the holder's.
+    await queue.recordAttempts(db, [
+      {
+        deliveryId: first.delivery_id,
+        attempt: 1,
+        owner: "replica-a",
+        trigger: "automatic",
+        startedAt: new Date(),
+        durationMs: 12,
+        statusCode: 200,
+        error: null,
+        nextAttemptAt: null,
+        gone: false,
+      },
+    ]);
+    expect(await logged()).toEqual([
+      [2, "automatic", "cut short: the sender stopped"],
+      [1, "automatic", null],
+    ]);
+    expect((await store.findDelivery(db, tenantId, first.delivery_id))?.status).toBe("pending");
   });
 
   it("fans out several events in one statement, each delivery with its own event's body", async () => {

@@ -100,7 +100,7 @@ export type FanOut = { leased: ClaimedDelivery[]; waiting: number };
 
 /**
  * One delivery per subscription and event, in one statement (a redelivered event adds nothing). With `lease`, due-now
- * deliveries are leased and their attempts opened before anything is sent, so every request sent is in the log.
+ * deliveries are leased (their attempts counted) before anything is sent, so every request sent is on its delivery.
  */
 export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], lease?: FanOutLease): Promise<FanOut> {
   if (events.length === 0) return { leased: [], waiting: 0 };
@@ -128,19 +128,17 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
      ), d AS (
        INSERT INTO webhooks.delivery
               (delivery_id, tenant_id, subscription_id, event_id, event, body, status, next_attempt_at,
-               attempt_count, lease_owner, lease_expires_at, traceparent)
+               attempt_count, lease_owner, lease_expires_at, attempt_started_at, traceparent)
        SELECT webhooks.uuid7(), c.tenant_id, c.subscription_id, c.event_id, c.event, c.body, 'pending',
               CASE WHEN NOT c.disabled THEN c.first_attempt_at END, c.leased::int,
               CASE WHEN c.leased THEN $8::text END,
               CASE WHEN c.leased THEN now() + $9::int * interval '1 millisecond' END,
+              CASE WHEN c.leased THEN now() END,
               c.traceparent
          FROM c
        ON CONFLICT (subscription_id, event_id) DO NOTHING
        RETURNING delivery_id, subscription_id, event_id, event, body, traceparent, lease_owner IS NOT NULL AS leased,
                  COALESCE(lease_expires_at, next_attempt_at) AS due_at, next_attempt_at
-     ), opened AS (
-       INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at)
-       SELECT d.delivery_id, 1, 'automatic', now() FROM d WHERE d.leased
      )${bringDueForward("d", "next_attempt_at")}
      SELECT d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, d.traceparent, d.leased,
             s.url, ${signingSecrets("s")}, false AS manual, 0 AS automatic_attempts, 1 AS attempt

@@ -117,8 +117,9 @@ export async function checkWebhooks(deps: {
     const recorded = attemptsOf.get(d.delivery_id) ?? [];
     const story = () =>
       `event ${d.event_id} to subscription ${d.subscription_id}: receiver answered ${got.map((g) => g.status).join(",") || "nothing"}; attempts recorded ${recorded.map((a) => a.status_code ?? a.error).join(",") || "none"}`;
-    // An attempt whose sender stopped before recording an answer (its row was opened before the
-    // request) may or may not have reached the receiver, and may have been answered 200.
+    // An attempt whose sender stopped before recording an answer (logged by the claim that took its
+    // delivery over, or by its release) may or may not have reached the receiver, and may have been
+    // answered 200.
     const unknown = recorded.filter((a) => a.status_code === null && unknownErrors.has(a.error ?? "")).length;
     for (let i = recorded.length; i < got.length; i++) unrecorded.push(story());
     for (let i = got.length; i < recorded.length - unknown; i++) phantom.push(story());

@@ -41,11 +41,11 @@ export type ClaimedDelivery = {
   /** Automatic attempts made before this one. */
   automatic_attempts: number;
   traceparent: string | null;
-  /** The number of the attempt opened for it in the log, which its record closes. */
+  /** The attempt's number, counted on its delivery when leased: its record logs it under this number. */
   attempt: number;
 };
 
-/** Errors of attempts opened in the log whose answer went unrecorded; recordAttempts may still overwrite them. */
+/** Errors of attempts logged with no answer recorded; recordAttempts may still overwrite them. */
 export const unknownOutcome = {
   abandoned: "no answer recorded: the sender stopped",
   cutShort: "cut short: the sender stopped",
@@ -55,6 +55,24 @@ const ABANDONED = unknownOutcome.abandoned;
 const UNKNOWN_OUTCOMES = Object.values(unknownOutcome)
   .map((why) => `'${why}'`)
   .join(", ");
+
+/**
+ * An INSERT logging, for `source`'s rows (with `manual`: a queued manual attempt, which the unrecorded one was then
+ * too) where `only` holds, the attempt numbered `attempt` that started at
+ * `startedAt` and whose answer went unrecorded, failed with `why`. An attempt is logged once it ends (recordAttempts),
+ * so the log misses one only while it runs, or if its sender stopped: then its lease's takeover or release logs it
+ * here. A row an older release left open (migration 013) is closed instead.
+ */
+function logUnrecorded(source: string, attempt: string, startedAt: string, why: string, only = "true"): string {
+  return `INSERT INTO webhooks.attempt AS a (delivery_id, attempt, trigger, started_at, duration_ms, error)
+       SELECT delivery_id, ${attempt}, CASE WHEN manual THEN 'manual' ELSE 'automatic' END,
+              COALESCE(${startedAt}, now()),
+              GREATEST((EXTRACT(EPOCH FROM (now() - COALESCE(${startedAt}, now()))) * 1000)::int, 0), ${why}
+         FROM ${source} WHERE ${only}
+       ON CONFLICT (delivery_id, attempt) DO UPDATE
+          SET duration_ms = GREATEST((EXTRACT(EPOCH FROM (now() - a.started_at)) * 1000)::int, 0), error = excluded.error
+        WHERE a.duration_ms IS NULL`;
+}
 
 // The automatic disable (decisions.md §6.1): failures WEBHOOK_DISABLE_AFTER ($11 ms; null: never) apart with no
 // success between. Its clock is the first failure since the last success.
@@ -69,7 +87,8 @@ export type Claim = { claimed: ClaimedDelivery[]; visited: string[]; drained: st
 
 /**
  * Leases due deliveries for one attempt each, at most `perSubscription` per subscription in this replica counting
- * `busy` (a hanging receiver never holds every slot), and opens each attempt in the log before it is sent.
+ * `busy` (a hanging receiver never holds every slot), and counts each attempt on its delivery before it is sent; a
+ * delivery taken over from a sender that stopped gets that sender's unrecorded attempt logged as abandoned.
  */
 export async function claimDeliveries(
   q: Queryable,
@@ -111,10 +130,11 @@ export async function claimDeliveries(
               u.rate IS NOT NULL AND COALESCE(g.exhausted, true) AS throttled
          FROM subs u LEFT JOIN granted g ON g.subscription_id = u.subscription_id
      ), picked AS (
-       SELECT c.delivery_id, u.subscription_id, u.url, u.secret, u.next_secret
+       SELECT c.delivery_id, c.taken_over, c.unrecorded_started_at, u.subscription_id, u.url, u.secret, u.next_secret
          FROM allowed u
          CROSS JOIN LATERAL (
-           SELECT x.delivery_id, ${dueAt} AS due
+           SELECT x.delivery_id, ${dueAt} AS due, x.lease_owner IS NOT NULL AS taken_over,
+                  x.attempt_started_at AS unrecorded_started_at
              FROM webhooks.delivery x
             WHERE ${claimable}
             ORDER BY ${dueAt}, x.delivery_id
@@ -126,22 +146,17 @@ export async function claimDeliveries(
      ), d AS (
        UPDATE webhooks.delivery AS d
           SET lease_owner = $1, lease_expires_at = now() + $2 * interval '1 millisecond',
-              attempt_count = d.attempt_count + 1
+              attempt_count = d.attempt_count + 1, attempt_started_at = now()
          FROM picked
         WHERE d.delivery_id = picked.delivery_id
         RETURNING d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, picked.url, picked.secret,
                   picked.next_secret, d.manual_queued > 0 AS manual, d.automatic_attempts, d.traceparent,
-                  d.attempt_count AS attempt
+                  d.attempt_count AS attempt, picked.taken_over, picked.unrecorded_started_at
      ), abandoned AS (
-       UPDATE webhooks.attempt AS a
-          SET duration_ms = GREATEST((EXTRACT(EPOCH FROM (now() - a.started_at)) * 1000)::int, 0), error = '${ABANDONED}'
-         FROM d
-        WHERE a.delivery_id = d.delivery_id AND a.attempt = d.attempt - 1 AND a.duration_ms IS NULL
-     ), opened AS (
-       INSERT INTO webhooks.attempt (delivery_id, attempt, trigger, started_at)
-       SELECT delivery_id, attempt, CASE WHEN manual THEN 'manual' ELSE 'automatic' END, now() FROM d
+       ${logUnrecorded("d", "attempt - 1", "unrecorded_started_at", `'${ABANDONED}'`, "taken_over")}
      )
-     SELECT d.*, NULL::bool AS drained, NULL::bool AS throttled FROM d
+     SELECT d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, d.url, d.secret, d.next_secret, d.manual,
+            d.automatic_attempts, d.traceparent, d.attempt, NULL::bool AS drained, NULL::bool AS throttled FROM d
      UNION ALL
      SELECT NULL, u.subscription_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
             NOT EXISTS (SELECT 1 FROM picked p WHERE p.subscription_id = u.subscription_id),
@@ -246,7 +261,7 @@ export async function setAsynchronousCommit(tx: Tx): Promise<void> {
 
 export type AttemptRecord = {
   deliveryId: string;
-  /** The attempt's number, opened in the log when its delivery was claimed. */
+  /** The attempt's number, counted on its delivery when it was leased. */
   attempt: number;
   owner: string;
   trigger: "automatic" | "manual";
@@ -267,9 +282,9 @@ export async function recordAttempts(
   disableAfterMs: number | null = null,
 ): Promise<{ disabled: string[] }> {
   if (records.length === 0) return { disabled: [] };
-  // The delivery's state is its lease holder's: a record after the lease ran out, or one recorded twice, only closes
-  // its attempt row, so a late failure never reopens a succeeded delivery. An attempt closed as abandoned still takes
-  // its real outcome. Scalar subqueries keep the generic plan, as in claimDeliveries.
+  // The delivery's state is its lease holder's: a record after the lease ran out only logs its attempt, so a late
+  // failure never reopens a succeeded delivery, and one recorded twice logs it once. An attempt logged as abandoned
+  // still takes its real outcome. Scalar subqueries keep the generic plan, as in claimDeliveries.
   const { rows } = await q.query<{ subscription_id: string }>(
     `WITH r AS (
        SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::timestamptz[]),
@@ -308,11 +323,13 @@ export async function recordAttempts(
                   CASE WHEN d.status = 'pending' AND d.manual_queued > 0 THEN '-infinity'::timestamptz
                        WHEN d.status = 'pending' THEN d.next_attempt_at END AS due_at
      )${bringDueForward("u")}, closed AS (
-       UPDATE webhooks.attempt AS a
-          SET started_at = r.started_at, duration_ms = r.duration_ms, status_code = r.status_code, error = r.error
-         FROM r
-        WHERE a.delivery_id = r.delivery_id AND a.attempt = r.attempt
-          AND (a.duration_ms IS NULL OR a.error IN (${UNKNOWN_OUTCOMES}))
+       INSERT INTO webhooks.attempt AS a (delivery_id, attempt, trigger, started_at, duration_ms, status_code, error)
+       SELECT r.delivery_id, r.attempt, r.trigger, r.started_at, r.duration_ms, r.status_code, r.error
+         FROM r JOIN u USING (delivery_id)
+       ON CONFLICT (delivery_id, attempt) DO UPDATE
+          SET started_at = excluded.started_at, duration_ms = excluded.duration_ms, status_code = excluded.status_code,
+              error = excluded.error
+        WHERE a.duration_ms IS NULL OR a.error IN (${UNKNOWN_OUTCOMES})
         RETURNING a.delivery_id, a.started_at, a.error IS NULL AS ok
      ), per_subscription AS (
        SELECT u.subscription_id, count(*) FILTER (WHERE c.ok) AS succeeded, count(*) FILTER (WHERE NOT c.ok) AS failed,
@@ -357,7 +374,7 @@ export async function recordAttempts(
   return { disabled: rows.map((row) => row.subscription_id) };
 }
 
-/** Hands a stopping worker's deliveries back, due at once for another replica; `why` closes their open attempts. */
+/** Hands a stopping worker's deliveries back, due at once for another replica; their attempts are logged as `why`. */
 export async function releaseDeliveries(
   q: Queryable,
   owner: string,
@@ -369,11 +386,10 @@ export async function releaseDeliveries(
     `WITH released AS (
        UPDATE webhooks.delivery SET lease_owner = NULL, lease_expires_at = NULL
         WHERE delivery_id = ANY ($1::uuid[]) AND lease_owner = $2
-        RETURNING delivery_id, subscription_id, CASE WHEN status = 'pending' THEN ${dueAt} END AS due_at
+        RETURNING delivery_id, subscription_id, CASE WHEN status = 'pending' THEN ${dueAt} END AS due_at,
+                  attempt_count, attempt_started_at, manual_queued > 0 AS manual
      )${bringDueForward("released")}
-     UPDATE webhooks.attempt
-        SET duration_ms = GREATEST((EXTRACT(EPOCH FROM (now() - started_at)) * 1000)::int, 0), error = $3
-      WHERE delivery_id IN (SELECT delivery_id FROM released) AND duration_ms IS NULL`,
+     ${logUnrecorded("released", "attempt_count", "attempt_started_at", "$3")}`,
     [deliveryIds, owner, why],
   );
 }
