@@ -146,6 +146,37 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
     expect(after.nextDue).toBeLessThan(10);
   });
 
+  it("records attempts in one statement that makes its own commit asynchronous, with no BEGIN, SET or COMMIT around it", async () => {
+    const { tenantId } = await subscribe();
+    await fanOut(tenantId);
+    const [claimed] = await claim();
+    if (!claimed) throw new Error("nothing claimed");
+    // Within a transaction the statement's setting shows; on its own it is that transaction's, its commit's.
+    const setting = await db.transaction(async (tx) => {
+      await queue.recordAttempts(tx, [
+        {
+          deliveryId: claimed.delivery_id,
+          attempt: claimed.attempt,
+          owner: claimOptions.owner,
+          trigger: "automatic",
+          startedAt: new Date(),
+          durationMs: 5,
+          statusCode: 200,
+          error: null,
+          nextAttemptAt: null,
+          gone: false,
+        },
+      ]);
+      const { rows } = await tx.query<{ setting: string }>("SELECT current_setting('synchronous_commit') AS setting");
+      return rows[0]?.setting;
+    });
+    expect(setting).toBe("off");
+    const { rows } = await db.query<{ status: string }>("SELECT status FROM webhooks.delivery WHERE delivery_id = $1", [
+      claimed.delivery_id,
+    ]);
+    expect(rows[0]?.status).toBe("succeeded");
+  });
+
   it("moves a subscription's due time with each write: fan-out, retry, manual replay, success", async () => {
     const { tenantId, subscriptionId } = await subscribe();
     expect(await dueAt(subscriptionId)).toBe("infinity");

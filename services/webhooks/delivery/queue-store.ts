@@ -254,11 +254,6 @@ export async function nextDueInMs(q: Queryable): Promise<number | undefined> {
   return ms === null || ms === undefined ? undefined : Math.max(0, Math.ceil(ms));
 }
 
-/** Only for writes whose loss in a crash repeats work (an attempt record), never for writes others act on at once. */
-export async function setAsynchronousCommit(tx: Tx): Promise<void> {
-  await tx.query("SET LOCAL synchronous_commit = off");
-}
-
 export type AttemptRecord = {
   deliveryId: string;
   /** The attempt's number, counted on its delivery when it was leased. */
@@ -275,7 +270,11 @@ export type AttemptRecord = {
   gone: boolean;
 };
 
-/** Records finished attempts in one statement; returns the subscriptions it disabled, to hold in the same tx. */
+/**
+ * Records finished attempts in one statement; returns the subscriptions it disabled. Its commit is asynchronous (the
+ * statement sets synchronous_commit for its own transaction, or the caller's): a record lost in a crash leaves its
+ * delivery leased, so the attempt goes again when the lease runs out, at least once and never two at once.
+ */
 export async function recordAttempts(
   q: Queryable,
   records: readonly AttemptRecord[],
@@ -287,9 +286,10 @@ export async function recordAttempts(
   // still takes its real outcome. Scalar subqueries keep the generic plan, as in claimDeliveries.
   const { rows } = await q.query<{ subscription_id: string }>(
     `WITH r AS (
-       SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::timestamptz[]),
-                            (SELECT $5::int[]), (SELECT $6::int[]), (SELECT $7::text[]), (SELECT $8::timestamptz[]),
-                            (SELECT $9::bool[]), (SELECT $10::int[]))
+       SELECT r.* FROM (SELECT set_config('synchronous_commit', 'off', true)) AS asynchronous_commit,
+              unnest((SELECT $1::uuid[]), (SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::timestamptz[]),
+                     (SELECT $5::int[]), (SELECT $6::int[]), (SELECT $7::text[]), (SELECT $8::timestamptz[]),
+                     (SELECT $9::bool[]), (SELECT $10::int[]))
          AS r(delivery_id, owner, trigger, started_at, duration_ms, status_code, error, next_attempt_at, gone, attempt)
      ), u AS (
        UPDATE webhooks.delivery AS d

@@ -100,14 +100,9 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     );
 
   const record = createBatcher<queue.AttemptRecord, void>({
-    // Asynchronous commit is safe: a record lost in a crash leaves its delivery leased, so it goes again when the
-    // lease runs out (at least once, never two at once).
+    // One statement, its own transaction, committed asynchronously (recordAttempts).
     run: async (records) => {
-      const write = () =>
-        db.transaction(async (tx) => {
-          await queue.setAsynchronousCommit(tx);
-          return queue.recordAttempts(tx, records, deps.disableAfterMs ?? null);
-        });
+      const write = () => queue.recordAttempts(db, records, deps.disableAfterMs ?? null);
       // Lost with its connection (a failover), sent attempts would miss the log and go again: retry once.
       const { disabled } = await write().catch((err: unknown) => {
         if (!isConnectionLoss(err)) throw err;
