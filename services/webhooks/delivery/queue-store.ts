@@ -1,4 +1,4 @@
-import type { Queryable, Tx } from "../../../lib/db/types.js";
+import type { Queryable } from "../../../lib/db/types.js";
 
 // The worker's half of schema `webhooks`; ../store.ts's fan-out leases deliveries as claimDeliveries does.
 
@@ -182,48 +182,25 @@ const REFRESH_HEAD = 64;
 
 /**
  * Moves each visited subscription's scan_from to its soonest pending delivery, and a drained one's due_at to when it
- * may next have work. Never waits for a lock; `tx` is its own transaction (the locks last to its end).
+ * may next have work, where no writer holds its due lock (webhooks.refresh_due, migration 014). One statement that
+ * never waits for a lock; the locks it takes last to the end of its transaction (the caller's, if any).
+ *
+ * The due lock (an advisory lock per subscription) keeps it from moving a subscription past a writer's uncommitted
+ * delivery: writers hold it shared until commit (bringDueForward, migration 010), the refresh exclusively where it
+ * can. Advisory, since a row lock shared by concurrent fan-outs went through MultiXacts (docs/performance.md).
  */
 export async function refreshDue(
-  tx: Tx,
+  q: Queryable,
   claim: Pick<Claim, "visited" | "drained"> & Partial<Pick<Claim, "throttled">>,
 ): Promise<void> {
   if (claim.visited.length === 0) return;
-  // Only where no writer holds the due lock, read on a snapshot taken after the locks: a writer that made a delivery
-  // due committed before (and is seen), still holds the lock (skipped), or brings the row forward afterwards.
-  const { rows } = await tx.query<{ subscription_id: string }>(
-    `SELECT subscription_id FROM unnest($1::uuid[]) AS s(subscription_id)
-      WHERE pg_try_advisory_xact_lock(${DUE_LOCK}, hashtext(subscription_id::text))`,
-    [claim.visited],
-  );
-  if (rows.length === 0) return;
-  // A disabled subscription's held deliveries are no work, even those a late record scheduled.
-  const pending = `FROM webhooks.delivery x
-                  WHERE x.subscription_id = q.subscription_id AND x.status = 'pending'
-                    AND ${dueAt} >= q.scan_from
-                    AND (x.manual_queued > 0 OR NOT s.disabled)
-                  ORDER BY ${dueAt}`;
-  await tx.query(
-    `UPDATE webhooks.subscription_due AS q
-        SET scan_from = COALESCE((SELECT ${dueAt} ${pending} LIMIT 1), 'infinity'),
-            due_at = GREATEST(CASE WHEN q.subscription_id <> ALL ($2::uuid[]) THEN q.due_at ELSE (
-              SELECT CASE WHEN count(*) = 0 THEN 'infinity'::timestamptz
-                          ELSE LEAST(min(GREATEST(h.due, COALESCE(h.lease_expires_at, '-infinity'))),
-                                     CASE WHEN count(*) = $3 THEN max(h.due) END)
-                     END
-                FROM (SELECT ${dueAt} AS due, x.lease_expires_at ${pending} LIMIT $3) h) END,
-              CASE WHEN q.subscription_id = ANY ($4::uuid[])
-                   THEN to_timestamp(floor(EXTRACT(EPOCH FROM now())) + 1) END)
-       FROM webhooks.subscription s
-      WHERE q.subscription_id = ANY ($1::uuid[]) AND s.subscription_id = q.subscription_id`,
-    [rows.map((row) => row.subscription_id), claim.drained, REFRESH_HEAD, claim.throttled ?? []],
-  );
+  await q.query("SELECT webhooks.refresh_due($1::uuid[], $2::uuid[], $3::int, $4::uuid[])", [
+    claim.visited,
+    claim.drained,
+    REFRESH_HEAD,
+    claim.throttled ?? [],
+  ]);
 }
-
-// Keeps refreshDue from moving a subscription past a writer's uncommitted delivery: writers hold it shared until
-// commit (migration 010), refreshDue exclusively where it can. Advisory, since a row lock shared by concurrent
-// fan-outs went through MultiXacts (docs/performance.md). Ids hashing alike share one: harmless.
-const DUE_LOCK = "hashtext('webhooks.subscription_due')";
 
 /**
  * CTEs, each led by a comma, that bring subscription_due forward for `source`'s rows (subscription_id, due_at, and

@@ -286,7 +286,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const filled = noteClaim(slots, plan, claim.claimed.length);
       for (const row of claim.claimed) start(row, record);
       // Move the visited subscriptions on, so the next claim and the sleep skip what was just sent or found empty.
-      if (claim.visited.length > 0) await db.transaction((tx) => queue.refreshDue(tx, claim));
+      await queue.refreshDue(db, claim);
       if (filled) return true;
       // With attempts running, each one that finishes wakes the loop; idle, sleep until the next due time.
       if (slots.running.size > 0) return false;
