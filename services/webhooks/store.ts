@@ -107,7 +107,9 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
   // Rate-limited subscriptions are left to the claims, which keep the rate; a leased delivery is due when its lease
   // ends, should its holder stop. Scalar subqueries keep the generic plan, as in claimDeliveries.
   // The leased deliveries come back whole, the others as one count: most of a backlog's fan-out waits for the claims,
-  // and returning each of its rows (its body among them) cost more than the statement's own writes.
+  // and returning each of its rows (its body among them) cost more than the statement's own writes. Their URL and
+  // secrets are read by the subscription's key: joined back to `c` (both estimated at one row), Postgres compared
+  // every delivery with every other, 93 of a 680-delivery call's 123 ms.
   const { rows } = await tx.query<ClaimedDelivery & { waiting: number | null }>(
     `WITH e AS (
        SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::uuid[]), (SELECT $3::text[]), (SELECT $4::text[]),
