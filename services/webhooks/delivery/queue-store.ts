@@ -64,15 +64,17 @@ const UNKNOWN_OUTCOMES = Object.values(unknownOutcome)
  * here. A row an older release left open (migration 013) is closed instead.
  */
 function logUnrecorded(source: string, attempt: string, startedAt: string, why: string, only = "true"): string {
+  const started = `COALESCE(${startedAt}, now())`;
   return `INSERT INTO webhooks.attempt AS a (delivery_id, attempt, trigger, started_at, duration_ms, error)
-       SELECT delivery_id, ${attempt}, CASE WHEN manual THEN 'manual' ELSE 'automatic' END,
-              COALESCE(${startedAt}, now()),
-              GREATEST((EXTRACT(EPOCH FROM (now() - COALESCE(${startedAt}, now()))) * 1000)::int, 0), ${why}
+       SELECT delivery_id, ${attempt}, CASE WHEN manual THEN 'manual' ELSE 'automatic' END, ${started},
+              ${msSince(started)}, ${why}
          FROM ${source} WHERE ${only}
-       ON CONFLICT (delivery_id, attempt) DO UPDATE
-          SET duration_ms = GREATEST((EXTRACT(EPOCH FROM (now() - a.started_at)) * 1000)::int, 0), error = excluded.error
+       ON CONFLICT (delivery_id, attempt) DO UPDATE SET duration_ms = ${msSince("a.started_at")}, error = excluded.error
         WHERE a.duration_ms IS NULL`;
 }
+
+/** Whole milliseconds from `start` to the statement's now(), never negative: an unanswered attempt's duration. */
+const msSince = (start: string) => `GREATEST((EXTRACT(EPOCH FROM (now() - ${start})) * 1000)::int, 0)`;
 
 // The automatic disable (decisions.md §6.1): failures WEBHOOK_DISABLE_AFTER ($11 ms; null: never) apart with no
 // success between. Its clock is the first failure since the last success.
