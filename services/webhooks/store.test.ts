@@ -1,11 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { preparedPlans, type TestDb, testDbModes } from "../../lib/db/_testing.js";
-import type { Db } from "../../lib/db/types.js";
+import type { Db, Queryable } from "../../lib/db/types.js";
+import { latch } from "../../test/latch.js";
+import { pollUntil } from "../../test/poll.js";
 import * as queue from "./delivery/queue-store.js";
 import * as store from "./store.js";
 
-// The fan-out's one statement for a group of events (events.ts), against a real database in both modes.
+// The fan-out's one statement for a group of events (events.ts), and a subscription's delete, against a real
+// database in both modes.
 
 describe.each(testDbModes())("webhooks store ($name database)", ({ name, open }) => {
   let testDb: TestDb;
@@ -208,16 +211,7 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
     ]);
     // Another tenant's event reaches that tenant's subscriptions only.
     expect(await deliveries(b1)).toEqual([row(deletedB, "deleted-b", "pending", null, 0)]);
-
-    // The same events again (the bus redelivers): nothing more.
-    const again = await db.transaction((tx) =>
-      store.insertDeliveries(tx, [
-        event(tenantA, ready1, "asset.ready", "ready-1"),
-        event(tenantB, deletedB, "replay.deleted", "deleted-b"),
-      ]),
-    );
-    expect(again).toEqual({ leased: [], waiting: 0 });
-    expect(await deliveries(b1)).toHaveLength(1);
+    // An event the bus hands out again fans out once through the inbox, in the same transaction (events.test.ts).
   });
 
   it("gives deliveries ids in the order they were made (UUID version 7), so a day's log is neighbours in its keys", async () => {
@@ -306,6 +300,160 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
         expect(plan?.custom).toBeLessThanOrEqual(7);
         expect(plan?.generic).toBeGreaterThanOrEqual(5);
       }
+    },
+  );
+
+  // Due a year ago: claimed before the backlogs other tests left due.
+  const readyEvent = (tenantId: string) => ({
+    tenantId,
+    eventId: randomUUID(),
+    event: "asset.ready",
+    body: "{}",
+    firstAttemptAt: new Date(Date.now() - 365 * 86_400_000),
+  });
+  /** Claims every due delivery and records each attempt as failed, a retry due in a minute; returns how many of each subscription's. */
+  const attemptAll = async (q: Queryable) => {
+    const { claimed } = await queue.claimDeliveries(q, {
+      owner: "test",
+      leaseMs: 60_000,
+      perSubscription: 16,
+      limit: 64,
+      busy: new Map(),
+    });
+    await queue.recordAttempts(
+      q,
+      claimed.map((d) => ({
+        deliveryId: d.delivery_id,
+        attempt: d.attempt,
+        owner: "test",
+        trigger: "automatic" as const,
+        startedAt: new Date(),
+        durationMs: 3,
+        statusCode: 500,
+        error: "HTTP 500",
+        nextAttemptAt: new Date(Date.now() + 60_000),
+        gone: false,
+      })),
+    );
+    const counts = new Map<string, number>();
+    for (const d of claimed) counts.set(d.subscription_id, (counts.get(d.subscription_id) ?? 0) + 1);
+    return counts;
+  };
+  const logOf = async (subscriptionId: string, deliveryIds: readonly string[] = []) => {
+    const { rows } = await db.query<{ deliveries: number; attempts: number; due: number }>(
+      `SELECT (SELECT count(*)::int FROM webhooks.delivery WHERE subscription_id = $1) AS deliveries,
+              (SELECT count(*)::int FROM webhooks.attempt WHERE delivery_id = ANY ($2::uuid[])) AS attempts,
+              (SELECT count(*)::int FROM webhooks.subscription_due WHERE subscription_id = $1) AS due`,
+      [subscriptionId, deliveryIds],
+    );
+    return rows[0];
+  };
+  const deliveryIdsOf = async (subscriptionId: string) =>
+    (
+      await db.query<{ delivery_id: string }>("SELECT delivery_id FROM webhooks.delivery WHERE subscription_id = $1", [
+        subscriptionId,
+      ])
+    ).rows.map((r) => r.delivery_id);
+
+  it("deletes a subscription with its deliveries and their attempts, and nothing of another's", async () => {
+    const tenantId = randomUUID();
+    const [gone, kept] = [await subscribe(tenantId, ["asset.ready"]), await subscribe(tenantId, ["asset.ready"])];
+    await db.transaction((tx) => store.insertDeliveries(tx, [readyEvent(tenantId), readyEvent(tenantId)]));
+    const attempted = await attemptAll(db);
+    expect([attempted.get(gone), attempted.get(kept)]).toEqual([2, 2]);
+    const [goneIds, keptIds] = [await deliveryIdsOf(gone), await deliveryIdsOf(kept)];
+
+    expect(await db.transaction((tx) => store.deleteSubscription(tx, randomUUID(), gone))).toBe(false);
+    expect(await db.transaction((tx) => store.deleteSubscription(tx, tenantId, gone))).toBe(true);
+    expect(await logOf(gone, goneIds)).toEqual({ deliveries: 0, attempts: 0, due: 0 });
+    expect(await logOf(kept, keptIds)).toEqual({ deliveries: 2, attempts: 2, due: 1 });
+    expect(await db.transaction((tx) => store.deleteSubscription(tx, tenantId, gone))).toBe(false);
+  });
+
+  /** Resolves once some statement waits for a lock another transaction holds. */
+  const someoneWaits = () =>
+    pollUntil(
+      async () =>
+        (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted")).rows[0]?.n ?? 0,
+      (waiting) => waiting > 0,
+      30_000,
+    );
+
+  // Two transactions at once: one connection (embedded) runs them one after the other.
+  it.skipIf(name !== "postgres")(
+    "takes the deliveries of a fan-out that commits while the delete waits for it, and a later fan-out writes none",
+    async () => {
+      const tenantId = randomUUID();
+      const subscriptionId = await subscribe(tenantId, ["asset.ready"]);
+      const { open: commit, opened: committing } = latch();
+      const { open: written, opened: writtenOnce } = latch();
+      const fanOut = db.transaction(async (tx) => {
+        await store.insertDeliveries(tx, [readyEvent(tenantId)]);
+        written();
+        await committing;
+      });
+      await writtenOnce;
+      const deleting = db.transaction((tx) => store.deleteSubscription(tx, tenantId, subscriptionId));
+      await someoneWaits();
+      commit();
+      await fanOut;
+      expect(await deleting).toBe(true);
+      expect(await logOf(subscriptionId)).toEqual({ deliveries: 0, attempts: 0, due: 0 });
+
+      // The other way round: the delete not yet committed, a fan-out waits for it and finds the subscription gone.
+      const other = await subscribe(tenantId, ["asset.ready"]);
+      const { open: commitDelete, opened: deleteCommitting } = latch();
+      const { open: deleted, opened: deletedOnce } = latch();
+      const deleteHeld = db.transaction(async (tx) => {
+        await store.deleteSubscription(tx, tenantId, other);
+        deleted();
+        await deleteCommitting;
+      });
+      await deletedOnce;
+      const late = db.transaction((tx) => store.insertDeliveries(tx, [readyEvent(tenantId)]));
+      await someoneWaits();
+      commitDelete();
+      await deleteHeld;
+      await late;
+      expect(await logOf(other)).toEqual({ deliveries: 0, attempts: 0, due: 0 });
+    },
+  );
+
+  // A stopping sender's release logs its attempts with an update of their deliveries only: with the subscription due
+  // already, nothing else it holds would make the delete wait (a record also holds the subscription's hourly counts).
+  it.skipIf(name !== "postgres")(
+    "takes the attempts a statement in flight logs while the delete waits for it",
+    async () => {
+      const tenantId = randomUUID();
+      const subscriptionId = await subscribe(tenantId, ["asset.ready"]);
+      const { leased } = await db.transaction((tx) =>
+        store.insertDeliveries(tx, [readyEvent(tenantId), readyEvent(tenantId)], {
+          owner: "stopping",
+          leaseMs: 60_000,
+          perSubscription: 16,
+          limit: 64,
+          busy: new Map(),
+        }),
+      );
+      const ids = leased.map((d) => d.delivery_id);
+      expect(ids).toHaveLength(2);
+      await db.query("UPDATE webhooks.subscription_due SET due_at = '-infinity' WHERE subscription_id = $1", [
+        subscriptionId,
+      ]);
+      const { open: commit, opened: committing } = latch();
+      const { open: released, opened: releasedOnce } = latch();
+      const release = db.transaction(async (tx) => {
+        await queue.releaseDeliveries(tx, "stopping", ids, queue.unknownOutcome.notSent);
+        released();
+        await committing;
+      });
+      await releasedOnce;
+      const deleting = db.transaction((tx) => store.deleteSubscription(tx, tenantId, subscriptionId));
+      await someoneWaits();
+      commit();
+      await release;
+      expect(await deleting).toBe(true);
+      expect(await logOf(subscriptionId, ids)).toEqual({ deliveries: 0, attempts: 0, due: 0 });
     },
   );
 });

@@ -57,13 +57,29 @@ export async function existsSubscription(q: Queryable, tenantId: string, subscri
   return rows.length > 0;
 }
 
-/** Removes the subscription with its deliveries and their attempts; false when the tenant has none by that id. */
-export async function deleteSubscription(q: Queryable, tenantId: string, subscriptionId: string): Promise<boolean> {
-  const { rowCount } = await q.query(
+/**
+ * Removes the subscription with its deliveries and their attempts; false when the tenant has none by that id. Three
+ * statements, each on a snapshot taken after the one before (no foreign keys do it, migration 015): the subscription
+ * first, which waits for a fan-out writing to it (its KEY SHARE lock) and keeps any later one out; then its deliveries
+ * locked, which waits for every statement that logs an attempt (each updates its delivery); then both deleted, with
+ * every attempt now in sight.
+ */
+export async function deleteSubscription(tx: Tx, tenantId: string, subscriptionId: string): Promise<boolean> {
+  const { rowCount } = await tx.query(
     "DELETE FROM webhooks.subscription WHERE subscription_id = $1 AND tenant_id = $2",
     [subscriptionId, tenantId],
   );
-  return rowCount > 0;
+  if (rowCount === 0) return false;
+  await tx.query(
+    "SELECT count(*) FROM (SELECT 1 FROM webhooks.delivery WHERE subscription_id = $1 FOR UPDATE) AS locked",
+    [subscriptionId],
+  );
+  await tx.query(
+    `WITH d AS (DELETE FROM webhooks.delivery WHERE subscription_id = $1 RETURNING delivery_id)
+     DELETE FROM webhooks.attempt WHERE delivery_id = ANY (ARRAY(SELECT delivery_id FROM d))`,
+    [subscriptionId],
+  );
+  return true;
 }
 
 export type FanOutTarget = { subscription_id: string; url: string; secret: string };
@@ -99,7 +115,8 @@ export type FanOutLease = {
 export type FanOut = { leased: ClaimedDelivery[]; waiting: number };
 
 /**
- * One delivery per subscription and event, in one statement (a redelivered event adds nothing). With `lease`, due-now
+ * One delivery per subscription and event, in one statement; in the transaction that records the events in the inbox,
+ * which is what keeps a redelivered event from fanning out again (migration 015). With `lease`, due-now
  * deliveries are leased (their attempts counted) before anything is sent, so every request sent is on its delivery.
  */
 export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], lease?: FanOutLease): Promise<FanOut> {
@@ -109,7 +126,9 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
   // The leased deliveries come back whole, the others as one count: most of a backlog's fan-out waits for the claims,
   // and returning each of its rows (its body among them) cost more than the statement's own writes. Their URL and
   // secrets are read by the subscription's key: joined back to `c` (both estimated at one row), Postgres compared
-  // every delivery with every other, 93 of a 680-delivery call's 123 ms.
+  // every delivery with every other, 93 of a 680-delivery call's 123 ms. The subscriptions written to are locked
+  // (KEY SHARE, as a foreign key would, once each) and written to only if still there once locked: a delete waits for
+  // the fan-out to commit and then takes its deliveries (deleteSubscription), and a fan-out after it writes none.
   const { rows } = await tx.query<ClaimedDelivery & { waiting: number | null }>(
     `WITH e AS (
        SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::uuid[]), (SELECT $3::text[]), (SELECT $4::text[]),
@@ -125,10 +144,14 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
          FROM e
          JOIN webhooks.subscription s ON s.tenant_id = e.tenant_id AND e.event = ANY (s.events)
          LEFT JOIN busy b ON b.subscription_id = s.subscription_id
+     ), locked AS (
+       SELECT subscription_id FROM webhooks.subscription
+        WHERE subscription_id = ANY (ARRAY(SELECT DISTINCT subscription_id FROM t))
+          FOR KEY SHARE
      ), c AS (
        SELECT t.*, t.due AND count(*) FILTER (WHERE t.due) OVER (ORDER BY t.event_id, t.subscription_id)
                              <= (SELECT $13::int) AS leased
-         FROM t
+         FROM t WHERE t.subscription_id IN (SELECT subscription_id FROM locked)
      ), d AS (
        INSERT INTO webhooks.delivery
               (delivery_id, tenant_id, subscription_id, event_id, event, body, status, next_attempt_at,
@@ -140,7 +163,6 @@ export async function insertDeliveries(tx: Tx, events: readonly FanOutEvent[], l
               CASE WHEN c.leased THEN now() END,
               c.traceparent
          FROM c
-       ON CONFLICT (subscription_id, event_id) DO NOTHING
        RETURNING delivery_id, subscription_id, event_id, event, body, traceparent, lease_owner IS NOT NULL AS leased,
                  COALESCE(lease_expires_at, next_attempt_at) AS due_at, next_attempt_at
      )${bringDueForward("d", "next_attempt_at")}

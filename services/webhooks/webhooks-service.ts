@@ -160,7 +160,8 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
     async deleteSubscription(req, ctx) {
       const tenantId = requireTenant(ctx);
       if (!isUuid(req.subscriptionId)) throw subscriptionNotFound();
-      if (!(await store.deleteSubscription(db, tenantId, req.subscriptionId.toLowerCase())))
+      const subscriptionId = req.subscriptionId.toLowerCase();
+      if (!(await db.transaction((tx) => store.deleteSubscription(tx, tenantId, subscriptionId))))
         throw subscriptionNotFound();
       return {};
     },

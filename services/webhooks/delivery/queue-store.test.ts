@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type TestDb, testDbModes } from "../../../lib/db/_testing.js";
 import type { Db, Queryable, QueryResult } from "../../../lib/db/types.js";
+import { latch } from "../../../test/latch.js";
 import { pollUntil } from "../../../test/poll.js";
 import * as store from "../store.js";
 import * as queue from "./queue-store.js";
@@ -31,15 +32,6 @@ function countingBuffers(q: Queryable): Queryable & { blocks: number } {
     },
   };
   return counting;
-}
-
-/** A promise and what opens it: a test holds a transaction open on it until it says so. */
-function latch(): { open: () => void; opened: Promise<void> } {
-  let open = () => {};
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { open, opened };
 }
 
 describe.each(testDbModes())("delivery queue ($name database)", ({ name, open }) => {
