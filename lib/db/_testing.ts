@@ -3,7 +3,7 @@ import { readFile } from "node:fs/promises";
 import { inject } from "vitest";
 import { createPgDb } from "./db.js";
 import { createEmbeddedDb, openEmbeddedPostgres } from "./embedded.js";
-import type { Db, Queryable } from "./types.js";
+import type { Db, Queryable, Tx } from "./types.js";
 
 /**
  * A test database: `db` on the schema it was created for, and `dbFor` for more schemas of the same
@@ -115,4 +115,38 @@ export async function preparedPlans(q: Queryable, marker: string): Promise<{ gen
     [marker],
   );
   return rows.map((r) => ({ generic: Number(r.generic_plans), custom: Number(r.custom_plans) }));
+}
+
+/**
+ * Runs `work` in a transaction and leaves it open, holding its locks or its snapshot while the test goes on with other
+ * connections: resolves once `work` is done, with what it returned and `end`, which commits and waits for the commit.
+ * A `work` that fails rejects at once, so the test fails instead of waiting for a transaction that never got there.
+ */
+export async function holdTransaction<T>(
+  db: Db,
+  work: (tx: Tx) => Promise<T>,
+): Promise<{ result: T; end(): Promise<void> }> {
+  let release = () => {};
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let done = (_result: T) => {};
+  const worked = new Promise<T>((resolve) => {
+    done = resolve;
+  });
+  const ended = db.transaction(async (tx) => {
+    done(await work(tx));
+    await released;
+  });
+  // Settles only if the transaction fails: a failure after `work` is end()'s to report.
+  const failed = ended.then(() => new Promise<never>(() => {}));
+  failed.catch(() => {});
+  const result = await Promise.race([worked, failed]);
+  return {
+    result,
+    end: async () => {
+      release();
+      await ended;
+    },
+  };
 }

@@ -1,8 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { preparedPlans, type TestDb, testDbModes } from "../../lib/db/_testing.js";
+import { holdTransaction, preparedPlans, type TestDb, testDbModes } from "../../lib/db/_testing.js";
 import type { Db, Queryable } from "../../lib/db/types.js";
-import { latch } from "../../test/latch.js";
 import { pollUntil } from "../../test/poll.js";
 import * as queue from "./delivery/queue-store.js";
 import * as store from "./store.js";
@@ -385,35 +384,20 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
     async () => {
       const tenantId = randomUUID();
       const subscriptionId = await subscribe(tenantId, ["asset.ready"]);
-      const { open: commit, opened: committing } = latch();
-      const { open: written, opened: writtenOnce } = latch();
-      const fanOut = db.transaction(async (tx) => {
-        await store.insertDeliveries(tx, [readyEvent(tenantId)]);
-        written();
-        await committing;
-      });
-      await writtenOnce;
+      const fanOut = await holdTransaction(db, (tx) => store.insertDeliveries(tx, [readyEvent(tenantId)]));
       const deleting = db.transaction((tx) => store.deleteSubscription(tx, tenantId, subscriptionId));
       await someoneWaits();
-      commit();
-      await fanOut;
+      await fanOut.end();
       expect(await deleting).toBe(true);
       expect(await logOf(subscriptionId)).toEqual({ deliveries: 0, attempts: 0, due: 0 });
 
       // The other way round: the delete not yet committed, a fan-out waits for it and finds the subscription gone.
       const other = await subscribe(tenantId, ["asset.ready"]);
-      const { open: commitDelete, opened: deleteCommitting } = latch();
-      const { open: deleted, opened: deletedOnce } = latch();
-      const deleteHeld = db.transaction(async (tx) => {
-        await store.deleteSubscription(tx, tenantId, other);
-        deleted();
-        await deleteCommitting;
-      });
-      await deletedOnce;
+      const deleteHeld = await holdTransaction(db, (tx) => store.deleteSubscription(tx, tenantId, other));
+      expect(deleteHeld.result).toBe(true);
       const late = db.transaction((tx) => store.insertDeliveries(tx, [readyEvent(tenantId)]));
       await someoneWaits();
-      commitDelete();
-      await deleteHeld;
+      await deleteHeld.end();
       await late;
       expect(await logOf(other)).toEqual({ deliveries: 0, attempts: 0, due: 0 });
     },
@@ -440,18 +424,12 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
       await db.query("UPDATE webhooks.subscription_due SET due_at = '-infinity' WHERE subscription_id = $1", [
         subscriptionId,
       ]);
-      const { open: commit, opened: committing } = latch();
-      const { open: released, opened: releasedOnce } = latch();
-      const release = db.transaction(async (tx) => {
-        await queue.releaseDeliveries(tx, "stopping", ids, queue.unknownOutcome.notSent);
-        released();
-        await committing;
-      });
-      await releasedOnce;
+      const release = await holdTransaction(db, (tx) =>
+        queue.releaseDeliveries(tx, "stopping", ids, queue.unknownOutcome.notSent),
+      );
       const deleting = db.transaction((tx) => store.deleteSubscription(tx, tenantId, subscriptionId));
       await someoneWaits();
-      commit();
-      await release;
+      await release.end();
       expect(await deleting).toBe(true);
       expect(await logOf(subscriptionId, ids)).toEqual({ deliveries: 0, attempts: 0, due: 0 });
     },

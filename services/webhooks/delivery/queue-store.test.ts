@@ -1,8 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type TestDb, testDbModes } from "../../../lib/db/_testing.js";
+import { holdTransaction, type TestDb, testDbModes } from "../../../lib/db/_testing.js";
 import type { Db, Queryable, QueryResult } from "../../../lib/db/types.js";
-import { latch } from "../../../test/latch.js";
 import { pollUntil } from "../../../test/poll.js";
 import * as store from "../store.js";
 import * as queue from "./queue-store.js";
@@ -253,14 +252,9 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
       await dueASecondAgo(subscriptionId);
       // A claim's refresh, nothing pending: it moves the subscription to 'infinity' and holds its
       // due lock until it commits.
-      const { open: commit, opened: committing } = latch();
-      const { open: refreshed, opened: refreshedOnce } = latch();
-      const refresh = db.transaction(async (tx) => {
-        await queue.refreshDue(tx, { visited: [subscriptionId], drained: [subscriptionId] });
-        refreshed();
-        await committing;
-      });
-      await refreshedOnce;
+      const refresh = await holdTransaction(db, (tx) =>
+        queue.refreshDue(tx, { visited: [subscriptionId], drained: [subscriptionId] }),
+      );
       // A fan-out starts now, from a snapshot that still shows the subscription due a second ago,
       // and waits for the due lock.
       const firstAttemptAt = new Date();
@@ -275,8 +269,7 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
         (waiting) => waiting > 0,
         30_000,
       );
-      commit();
-      await refresh;
+      await refresh.end();
       await writing;
       // It read the row anew once it had the lock: brought forward from 'infinity' to its delivery.
       expect(new Date((await dueAt(subscriptionId)) ?? "").getTime()).toBe(firstAttemptAt.getTime());
@@ -302,15 +295,10 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
           })),
         ),
       );
-      const { open: release, opened: released } = latch();
-      const { open: held, opened: holding } = latch();
-      const snapshot = db.transaction(async (tx) => {
+      const snapshot = await holdTransaction(db, async (tx) => {
         await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
         await tx.query("SELECT count(*) FROM webhooks.delivery");
-        held();
-        await released;
       });
-      await holding;
       try {
         // 560 sent and recorded, 40 left pending behind them.
         for (let sent = 0; sent < 560; ) {
@@ -325,8 +313,7 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
         // From the start of its range the claim read all 560 sent deliveries first: 1 058 blocks here, 168 from scan_from.
         expect(counting.blocks).toBeLessThan(300);
       } finally {
-        release();
-        await snapshot;
+        await snapshot.end();
       }
     },
   );
@@ -339,16 +326,11 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
       // Due a second ago with nothing pending (a delivery that succeeded since): a writer adding a
       // delivery due later moves nothing, it only holds the row until it commits.
       await dueASecondAgo(subscriptionId);
-      const { open: commit, opened: committing } = latch();
-      const { open: inserted, opened: insertedOnce } = latch();
-      const writer = db.transaction(async (tx) => {
-        await store.insertDeliveries(tx, [
+      const writer = await holdTransaction(db, (tx) =>
+        store.insertDeliveries(tx, [
           { tenantId, eventId: randomUUID(), event: "asset.ready", body: "{}", firstAttemptAt: new Date() },
-        ]);
-        inserted();
-        await committing;
-      });
-      await insertedOnce;
+        ]),
+      );
       const stale = await dueAt(subscriptionId);
 
       // A claim now sees nothing pending for it. Its refresh skips the row the writer holds instead
@@ -359,8 +341,7 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
       await db.transaction((tx) => queue.refreshDue(tx, found));
       expect(await dueAt(subscriptionId)).toBe(stale);
 
-      commit();
-      await writer;
+      await writer.end();
       expect((await claim()).map((d) => d.subscription_id)).toContain(subscriptionId);
     },
   );
