@@ -1,6 +1,6 @@
 -- The delivery tables' integrity kept by the statements that write them instead of by per-row
 -- triggers and a second unique index (npm run bench webhooks: the database's time per delivery in
--- the fan-out and the attempt record fell by about a third, 62 -> 40 and 65 -> 43 us, pg_stat_statements).
+-- the fan-out and the attempt record fell by about a third, 62 -> 43 and 65 -> 44 us, pg_stat_statements).
 --
 -- - attempt -> delivery: an attempt is only ever inserted by the statement that updates its delivery
 --   (queue-store.ts recordAttempts, a claim's takeover, a release), so the delivery exists and is
