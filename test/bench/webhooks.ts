@@ -197,12 +197,15 @@ export async function run(_args: string[]): Promise<void> {
     await rm(work, { recursive: true, force: true });
   }
 
-  const baselines = phases.filter((p) => p.target === "baseline");
+  // Each target but the system runs on both sides of it: its rate is the mean of its phases.
+  const meanRate = (target: string) => {
+    const runs = phases.filter((p) => p.target === target);
+    return runs.length > 0 ? runs.reduce((sum, p) => sum + p.perSecond, 0) / runs.length : undefined;
+  };
   const system = phases.find((p) => p.target === "system");
-  const baselineRate = baselines.reduce((sum, p) => sum + p.perSecond, 0) / baselines.length;
+  const baselineRate = meanRate("baseline") ?? 0;
   const ratio = system ? system.perSecond / baselineRate : undefined;
-  const floors = phases.filter((p) => p.target === "floor");
-  const floorRate = floors.length > 0 ? floors.reduce((sum, p) => sum + p.perSecond, 0) / floors.length : undefined;
+  const floorRate = meanRate("floor");
   const floorRatio = floorRate ? floorRate / baselineRate : undefined;
   const ofFloor = floorRate && system ? system.perSecond / floorRate : undefined;
   const labels = [
