@@ -56,3 +56,33 @@ export async function readRetryingConnectionLoss<T>(read: () => Promise<T>): Pro
     return read();
   }
 }
+
+/** Postgres' serialization_failure: in READ COMMITTED, a row the statement would lock was moved to another partition. */
+export function isSerializationFailure(err: unknown): boolean {
+  return sqlState(err) === "40001";
+}
+
+/** Postgres' lock_not_available: lock_timeout ran out (or NOWAIT found the lock taken). */
+export function isLockTimeout(err: unknown): boolean {
+  return sqlState(err) === "55P03";
+}
+
+function sqlState(err: unknown): unknown {
+  return typeof err === "object" && err !== null ? (err as { code?: unknown }).code : undefined;
+}
+
+/**
+ * `work` again while it fails with serialization_failure, up to `tries` runs in all: Postgres refuses so a statement
+ * that would update or lock a row a concurrent transaction moved to another partition (webhooks' delivery log,
+ * migration 016), which a new snapshot sees where it went. `work` must be a statement in a transaction of its own
+ * or a whole transaction.
+ */
+export async function retryingSerializationFailure<T>(work: () => Promise<T>, tries = 5): Promise<T> {
+  for (let run = 1; ; run++) {
+    try {
+      return await work();
+    } catch (err) {
+      if (run >= tries || !isSerializationFailure(err)) throw err;
+    }
+  }
+}

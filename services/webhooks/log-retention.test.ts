@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebhooksService } from "../../gen/replay/webhooks/v1/webhooks_pb.js";
 import { loadConfig } from "../../lib/config.js";
-import { createTestDb, type TestDb, testDbModes } from "../../lib/db/_testing.js";
+import { createTestDb, holdTransaction, type TestDb, testDbModes } from "../../lib/db/_testing.js";
 import type { Db } from "../../lib/db/types.js";
 import { createPageTokens } from "../../lib/page/token.js";
 import { asCaller, contractCodeOfCall, inMemoryClient } from "../../lib/rpc/_testing.js";
@@ -17,6 +17,17 @@ import { createWebhooksService } from "./webhooks-service.js";
 // worker's records and the passing of days would leave them.
 
 const DAY_MS = 86_400_000;
+
+/** The UTC day `daysAgo` days before today, YYYY-MM-DD. */
+const utcDay = (daysAgo: number) => new Date(Date.now() - daysAgo * DAY_MS).toISOString().slice(0, 10);
+
+/** A UUID v7 of the millisecond `ms` (RFC 9562), as webhooks.uuid7 makes them. */
+function uuid7At(ms: number): string {
+  const time = ms.toString(16).padStart(12, "0");
+  const random = randomBytes(10).toString("hex");
+  const variant = (8 + (Number.parseInt(random.charAt(3), 16) & 3)).toString(16);
+  return `${time.slice(0, 8)}-${time.slice(8)}-7${random.slice(0, 3)}-${variant}${random.slice(4, 7)}-${random.slice(7, 19)}`;
+}
 const signal = new AbortController().signal;
 
 describe.each(testDbModes())("webhooks delivery log retention ($name database)", ({ name, open }) => {
@@ -55,7 +66,7 @@ describe.each(testDbModes())("webhooks delivery log retention ($name database)",
         })),
       ),
     );
-    const rows = await store.listDeliveries(db, tenantId, subscriptionId, undefined, count + 1);
+    const rows = await store.listDeliveries(db, tenantId, subscriptionId, undefined, count + 1, 30 * DAY_MS);
     return rows.map((row) => row.delivery_id);
   };
 
@@ -101,60 +112,108 @@ describe.each(testDbModes())("webhooks delivery log retention ($name database)",
     return rows[0]?.n;
   };
 
-  it("drops ended deliveries past the window with their attempts, and keeps pending ones however old and ended ones inside it", async () => {
+  /**
+   * Moves the deliveries into the day `daysAgo` days before today (UTC; its partitions made), or with "legacy" to
+   * version 4 ids, as made before migration 009 (the default partitions); resolves to their new ids, in order.
+   */
+  const relocate = async (ids: readonly string[], to: number | "legacy") => {
+    const moved = ids.map(() => (to === "legacy" ? randomUUID() : uuid7At(Date.now() - to * DAY_MS)));
+    if (to !== "legacy") await db.query("SELECT webhooks.create_log_day($1::date)", [utcDay(to)]);
+    await db.query(
+      `UPDATE webhooks.delivery AS d SET delivery_id = m.moved
+         FROM unnest($1::uuid[], $2::uuid[]) AS m(id, moved) WHERE d.delivery_id = m.id`,
+      [ids, moved],
+    );
+    return moved;
+  };
+
+  /** Whether day `daysAgo`'s partitions (UTC) are there. */
+  const hasDay = async (daysAgo: number) => {
+    const { rows } = await db.query<{ there: boolean }>(
+      "SELECT to_regclass('webhooks.delivery_ended_' || $1) IS NOT NULL AS there",
+      [utcDay(daysAgo).replaceAll("-", "")],
+    );
+    return rows[0]?.there;
+  };
+
+  it("drops a day whose deliveries all ended past the window, with their attempts, and keeps a day with one pending or ended inside it", async () => {
     const tenantId = randomUUID();
     const subscriptionId = await subscribe(tenantId);
-    const [succeededOld, failedOld, pendingOld, succeededNew, failedNew] = (await fanOut(
-      tenantId,
-      subscriptionId,
-      5,
-    )) as [string, string, string, string, string];
-    await age([succeededOld], "succeeded", 2 * DAY_MS, 1);
-    await age([failedOld], "failed", 2 * DAY_MS, 3);
-    await age([pendingOld], "pending", 90 * DAY_MS, 4);
-    await age([succeededNew], "succeeded", DAY_MS - 3_600_000);
-    await age([failedNew], "failed", 60_000);
+    const fanned = await fanOut(tenantId, subscriptionId, 6);
+    const [succeededOld, failedOld] = await relocate(fanned.slice(0, 2), 5);
+    const [pendingOld, endedBesidePending] = await relocate(fanned.slice(2, 4), 6);
+    const [endedInside] = await relocate(fanned.slice(4, 5), 4);
+    const [endedToday] = fanned.slice(5) as [string];
+    await age([succeededOld as string], "succeeded", 2 * DAY_MS, 1);
+    await age([failedOld as string], "failed", 2 * DAY_MS, 3);
+    await age([pendingOld as string], "pending", 90 * DAY_MS, 4);
+    await age([endedBesidePending as string], "succeeded", 2 * DAY_MS, 1);
+    await age([endedInside as string], "succeeded", DAY_MS - 3_600_000);
+    await age([endedToday], "failed", 2 * DAY_MS);
 
     const worker = logRetentionWorker({ db, retentionMs: DAY_MS });
     expect(await worker.round(signal)).toBe(false);
 
-    expect(await present([succeededOld, failedOld])).toEqual(new Set());
-    expect(await attemptsOf([succeededOld, failedOld])).toBe(0);
-    expect(await present([pendingOld, succeededNew, failedNew])).toEqual(
-      new Set([pendingOld, succeededNew, failedNew]),
-    );
-    expect(await attemptsOf([pendingOld, succeededNew, failedNew])).toBe(8);
-  });
-
-  it("works through more due deliveries than a batch in bounded rounds, oldest ended first, each but the last asking for the next at once", async () => {
-    const tenantId = randomUUID();
-    const subscriptionId = await subscribe(tenantId);
-    const ids = await fanOut(tenantId, subscriptionId, 260);
-    const due = ids.slice(0, 250);
-    const kept = ids.slice(250);
-    // The due ones ended a minute apart, the first 250 minutes past the window: due[i] is the i-th oldest.
-    const ages = due.map((_, i) => 2 * DAY_MS + (250 - i) * 60_000);
-    const half = <T>(rows: readonly T[], parity: number) => rows.filter((_, i) => i % 2 === parity);
-    await age(half(due, 0), "succeeded", half(ages, 0), 1);
-    await age(half(due, 1), "failed", half(ages, 1), 1);
-    await age(kept, "succeeded", 60_000, 1);
-
-    const worker = logRetentionWorker({ db, retentionMs: 2 * DAY_MS, batchSize: 100 });
-    const rounds: { more: boolean | number; left: Set<string> }[] = [];
-    for (let i = 0; i < 4; i++) rounds.push({ more: await worker.round(signal), left: await present(due) });
-
-    expect(rounds.map((round) => round.more)).toEqual([true, true, false, false]);
-    expect(rounds[0]?.left).toEqual(new Set(due.slice(100)));
-    expect(rounds[1]?.left).toEqual(new Set(due.slice(200)));
-    expect(rounds[2]?.left).toEqual(new Set());
+    expect([await hasDay(5), await hasDay(6), await hasDay(4), await hasDay(0)]).toEqual([false, true, true, true]);
+    expect(await present([succeededOld, failedOld] as string[])).toEqual(new Set());
+    expect(await attemptsOf([succeededOld, failedOld] as string[])).toBe(0);
+    // Kept with their days; the ended ones past the window are out of sight until their days go (the next test).
+    const kept = [pendingOld, endedBesidePending, endedInside, endedToday] as string[];
     expect(await present(kept)).toEqual(new Set(kept));
-    expect(await attemptsOf(due)).toBe(0);
+    expect(await attemptsOf(kept)).toBe(4 + 1 + 2 + 2);
+    // The days ahead are made, so that no delivery ends in a default partition.
+    expect([await hasDay(-1), await hasDay(-2)]).toEqual([true, true]);
   });
 
-  it("answers DELIVERY_NOT_FOUND for a dropped delivery, and pages the log on past a page boundary that was dropped", async () => {
+  it("deletes row by row, in bounded rounds and oldest ended first, what a day held past its grace and the default partition keep past the window", async () => {
     const tenantId = randomUUID();
     const subscriptionId = await subscribe(tenantId);
-    const [a, b, c, d, e] = (await fanOut(tenantId, subscriptionId, 5)) as [string, string, string, string, string];
+    const fanned = await fanOut(tenantId, subscriptionId, 262);
+    // A day that a pending delivery holds, 10 days back: past the window and the grace, so it goes row by row.
+    const held = await relocate(fanned.slice(0, 131), 10);
+    // Version 4 ids, as made before migration 009: in the default partitions.
+    const legacy = await relocate(fanned.slice(131), "legacy");
+    const [pending, keptHeld] = held.slice(129) as [string, string];
+    const keptLegacy = legacy.slice(129);
+    const due = [...held.slice(0, 129), ...legacy.slice(0, 129)];
+    // Each partition's due rows ended a minute apart, past the window: the i-th of each is its i-th oldest.
+    const ages = (rows: readonly string[]) => rows.map((_, i) => 2 * DAY_MS + (rows.length - i) * 60_000);
+    await age(held.slice(0, 129), "succeeded", ages(held.slice(0, 129)), 1);
+    await age(legacy.slice(0, 129), "failed", ages(legacy.slice(0, 129)), 1);
+    await age([pending], "pending", 20 * DAY_MS, 1);
+    await age([keptHeld, ...keptLegacy], "succeeded", 60_000, 1);
+
+    const worker = logRetentionWorker({ db, retentionMs: 2 * DAY_MS, graceMs: DAY_MS, batchSize: 100 });
+    const rounds: { more: boolean | number; left: Set<string> }[] = [];
+    for (let i = 0; i < 3; i++) rounds.push({ more: await worker.round(signal), left: await present(due) });
+
+    expect(rounds.map((round) => round.more)).toEqual([true, false, false]);
+    expect(rounds[0]?.left).toEqual(new Set([...held.slice(100, 129), ...legacy.slice(100, 129)]));
+    expect(rounds[1]?.left).toEqual(new Set());
+    expect(await present([pending, keptHeld, ...keptLegacy])).toEqual(new Set([pending, keptHeld, ...keptLegacy]));
+    expect(await attemptsOf(due)).toBe(0);
+    expect(await hasDay(10)).toBe(true);
+
+    // Once its pending delivery ended past the window too, the day goes whole.
+    await age([pending, keptHeld], "failed", 3 * DAY_MS, 0);
+    await worker.round(signal);
+    expect(await hasDay(10)).toBe(false);
+    expect(await present([pending, keptHeld])).toEqual(new Set());
+  });
+
+  it("answers DELIVERY_NOT_FOUND for a delivery ended past the window, its day dropped or not yet, and pages the log on past a page boundary that went", async () => {
+    const tenantId = randomUUID();
+    const subscriptionId = await subscribe(tenantId);
+    const fanned = (await fanOut(tenantId, subscriptionId, 5)) as [string, string, string, string, string];
+    // b lives in a day of its own, 12 days back, which the retention drops; d stays in today's, out of sight.
+    const [b] = (await relocate([fanned[1]], 12)) as [string];
+    const [a, , c, d, e] = fanned;
+    // Listed a to e, newest first, whatever their ids.
+    await db.query(
+      `UPDATE webhooks.delivery AS d SET created_at = now() - o.n * interval '1 second'
+         FROM unnest($1::uuid[]) WITH ORDINALITY AS o(id, n) WHERE d.delivery_id = o.id`,
+      [[a, b, c, d, e]],
+    );
     const webhooks = inMemoryClient(WebhooksService, (router) =>
       router.service(
         WebhooksService,
@@ -163,7 +222,7 @@ describe.each(testDbModes())("webhooks delivery log retention ($name database)",
           pageTokens: createPageTokens(randomBytes(32)),
           delivery: true,
           urls: { resolve: async () => [], allowTargets: new Set() },
-          logRetentionMs: 30 * 86_400_000,
+          logRetentionMs: DAY_MS,
           secrets: openSecrets,
           onQueued: () => {},
         }),
@@ -177,8 +236,11 @@ describe.each(testDbModes())("webhooks delivery log retention ($name database)",
     await age([b, d], "failed", 2 * DAY_MS);
     await age([a, c, e], "succeeded", 60_000);
     await logRetentionWorker({ db, retentionMs: DAY_MS }).round(signal);
+    expect(await hasDay(12)).toBe(false);
+    expect(await present([d])).toEqual(new Set([d]));
 
     expect(await contractCodeOfCall(webhooks.getDelivery({ deliveryId: b }, as))).toBe("DELIVERY_NOT_FOUND");
+    expect(await contractCodeOfCall(webhooks.getDelivery({ deliveryId: d }, as))).toBe("DELIVERY_NOT_FOUND");
     expect(await contractCodeOfCall(webhooks.replayDelivery({ deliveryId: d }, as))).toBe("DELIVERY_NOT_FOUND");
     const second = await webhooks.listDeliveries({ subscriptionId, pageSize: 2, pageToken: first.nextPageToken }, as);
     expect(second.results.map((delivery) => delivery.deliveryId)).toEqual([c, e]);
@@ -188,22 +250,28 @@ describe.each(testDbModes())("webhooks delivery log retention ($name database)",
 
   // Two connections at once: the embedded database has one.
   it.runIf(name === "postgres")(
-    "passes over a delivery whose manual replay is being committed, without waiting, and keeps it once it is pending",
+    "drops no day while a manual replay of one of its deliveries is being committed, and keeps that one once it is pending",
     async () => {
       const tenantId = randomUUID();
       const subscriptionId = await subscribe(tenantId);
-      const [replayed, other] = (await fanOut(tenantId, subscriptionId, 2)) as [string, string];
+      const [replayed, other] = (await relocate(await fanOut(tenantId, subscriptionId, 2), 14)) as [string, string];
       await age([replayed, other], "failed", 2 * DAY_MS);
       const worker = logRetentionWorker({ db, retentionMs: DAY_MS });
 
-      await db.transaction(async (tx) => {
-        expect(await store.updateDeliveryReplayed(tx, tenantId, replayed)).toMatchObject({ status: "pending" });
-        // The replay holds its row until it commits; the prune takes the other one and returns.
-        expect(await worker.round(signal)).toBe(false);
-        expect(await present([replayed, other])).toEqual(new Set([replayed]));
-      });
+      // Replayed as a service with a longer window would: the replay holds its row and its day until it commits.
+      const replay = await holdTransaction(db, (tx) =>
+        store.updateDeliveryReplayed(tx, tenantId, replayed, 30 * DAY_MS),
+      );
+      expect(replay.result).toMatchObject({ status: "pending" });
+      // The drop gives up on its lock; the day is past its grace, so the other one goes row by row.
+      expect(await worker.round(signal)).toBe(false);
+      expect(await hasDay(14)).toBe(true);
+      expect(await present([replayed, other])).toEqual(new Set([replayed]));
+      await replay.end();
       await worker.round(signal);
       expect(await present([replayed])).toEqual(new Set([replayed]));
+      expect(await attemptsOf([replayed])).toBe(2);
+      expect(await hasDay(14)).toBe(true);
     },
   );
 });

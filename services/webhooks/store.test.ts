@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { holdTransaction, preparedPlans, type TestDb, testDbModes } from "../../lib/db/_testing.js";
+import { retryingSerializationFailure } from "../../lib/db/errors.js";
 import type { Db, Queryable } from "../../lib/db/types.js";
 import { pollUntil } from "../../test/poll.js";
 import * as queue from "./delivery/queue-store.js";
@@ -8,6 +9,9 @@ import * as store from "./store.js";
 
 // The fan-out's one statement for a group of events (events.ts), and a subscription's delete, against a real
 // database in both modes.
+
+/** The default WEBHOOK_LOG_RETENTION: every delivery these tests make is in sight. */
+const LOG_RETENTION_MS = 30 * 86_400_000;
 
 describe.each(testDbModes())("webhooks store ($name database)", ({ name, open }) => {
   let testDb: TestDb;
@@ -164,7 +168,7 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
       [2, "automatic", "cut short: the sender stopped"],
       [1, "automatic", null],
     ]);
-    expect((await store.findDelivery(db, tenantId, first.delivery_id))?.status).toBe("pending");
+    expect((await store.findDelivery(db, tenantId, first.delivery_id, LOG_RETENTION_MS))?.status).toBe("pending");
   });
 
   it("fans out several events in one statement, each delivery with its own event's body", async () => {
@@ -432,6 +436,36 @@ describe.each(testDbModes())("webhooks store ($name database)", ({ name, open })
       await release.end();
       expect(await deleting).toBe(true);
       expect(await logOf(subscriptionId, ids)).toEqual({ deliveries: 0, attempts: 0, due: 0 });
+    },
+  );
+  // Two transactions at once: one connection (embedded) runs them one after the other.
+  it.skipIf(name !== "postgres")(
+    "replays, tried once more, a delivery that another replay moved back to pending while this one waited for it",
+    async () => {
+      const tenantId = randomUUID();
+      const subscriptionId = await subscribe(tenantId, ["asset.ready"]);
+      await db.transaction((tx) => store.insertDeliveries(tx, [readyEvent(tenantId)]));
+      const { rows } = await db.query<{ delivery_id: string }>(
+        "UPDATE webhooks.delivery SET status = 'failed', next_attempt_at = NULL WHERE subscription_id = $1 RETURNING delivery_id",
+        [subscriptionId],
+      );
+      const deliveryId = rows[0]?.delivery_id as string;
+      const failures: unknown[] = [];
+      // The first replay moves the delivery from its day's partition to delivery_pending (migration 016): the second,
+      // waiting for the row, cannot follow it there and fails with 40001; run again, it finds it pending.
+      const first = await holdTransaction(db, (tx) =>
+        store.updateDeliveryReplayed(tx, tenantId, deliveryId, LOG_RETENTION_MS),
+      );
+      const second = retryingSerializationFailure(() =>
+        store.updateDeliveryReplayed(db, tenantId, deliveryId, LOG_RETENTION_MS).catch((err: unknown) => {
+          failures.push((err as { code?: unknown }).code);
+          throw err;
+        }),
+      );
+      await someoneWaits();
+      await first.end();
+      expect(await second).toMatchObject({ status: "pending", retry_count: 2 });
+      expect(failures).toEqual(["40001"]);
     },
   );
 });

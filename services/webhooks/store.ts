@@ -227,6 +227,14 @@ const deliveryColumns = `delivery_id, subscription_id, event_id, event, status, 
   last_error, CASE WHEN manual_queued > 0 THEN updated_at ELSE next_attempt_at END AS next_attempt_at,
   created_at, updated_at`;
 
+/**
+ * What the API shows of the log (decisions.md §6.1 "Retention"): a delivery that ended more than the window ago is
+ * gone, though its row stays until its day's partition is dropped (log-retention.ts). `window` names the parameter
+ * that holds the window in milliseconds.
+ */
+const inSight = (window: string) =>
+  `(status = 'pending' OR updated_at >= now() - ${window}::float8 * interval '1 millisecond')`;
+
 /** A position in a delivery log: the last delivery of the previous page. */
 export type DeliveryPosition = { createdAt: string; deliveryId: string };
 
@@ -237,6 +245,7 @@ export async function listDeliveries(
   subscriptionId: string,
   after: DeliveryPosition | undefined,
   limit: number,
+  retentionMs: number,
 ): Promise<(DeliveryRow & { position_at: string })[]> {
   // Planned per call: a generic plan read a big subscription's whole log to sort it (npm run bench scale).
   const { rows } = await q.query<DeliveryRow & { position_at: string }>(
@@ -246,9 +255,10 @@ export async function listDeliveries(
        FROM webhooks.delivery
       WHERE subscription_id = $1 AND tenant_id = $2
         AND ($3::timestamptz IS NULL OR (created_at, delivery_id) < ($3::timestamptz, $4::uuid))
+        AND ${inSight("$6")}
       ORDER BY created_at DESC, delivery_id DESC
       LIMIT $5`,
-    [subscriptionId, tenantId, after?.createdAt ?? null, after?.deliveryId ?? null, limit],
+    [subscriptionId, tenantId, after?.createdAt ?? null, after?.deliveryId ?? null, limit, retentionMs],
   );
   return rows;
 }
@@ -257,10 +267,11 @@ export async function findDelivery(
   q: Queryable,
   tenantId: string,
   deliveryId: string,
+  retentionMs: number,
 ): Promise<DeliveryRow | undefined> {
   const { rows } = await q.query<DeliveryRow>(
-    `SELECT ${deliveryColumns} FROM webhooks.delivery WHERE delivery_id = $1 AND tenant_id = $2`,
-    [deliveryId, tenantId],
+    `SELECT ${deliveryColumns} FROM webhooks.delivery WHERE delivery_id = $1 AND tenant_id = $2 AND ${inSight("$3")}`,
+    [deliveryId, tenantId, retentionMs],
   );
   return rows[0];
 }
@@ -282,18 +293,20 @@ export async function updateDeliveryReplayed(
   q: Queryable,
   tenantId: string,
   deliveryId: string,
+  retentionMs: number,
 ): Promise<DeliveryRow | undefined> {
+  // A failed delivery moves back to the pending partition (migration 016); one that ended past the window is gone.
   const { rows } = await q.query<DeliveryRow>(
     `WITH r AS (
        UPDATE webhooks.delivery
           SET retry_count = retry_count + 1, manual_queued = manual_queued + 1, status = 'pending', updated_at = now()
-        WHERE delivery_id = $1 AND tenant_id = $2 AND status <> 'succeeded'
+        WHERE delivery_id = $1 AND tenant_id = $2 AND status <> 'succeeded' AND ${inSight("$3")}
         RETURNING ${deliveryColumns}
      ), due AS (
        SELECT subscription_id, '-infinity'::timestamptz AS due_at FROM r
      )${bringDueForward("due")}
      SELECT * FROM r`,
-    [deliveryId, tenantId],
+    [deliveryId, tenantId, retentionMs],
   );
   return rows[0];
 }

@@ -7,6 +7,7 @@ import {
   type Subscription,
   type WebhooksService,
 } from "../../gen/replay/webhooks/v1/webhooks_pb.js";
+import { retryingSerializationFailure } from "../../lib/db/errors.js";
 import type { Db } from "../../lib/db/types.js";
 import { DomainError, type FieldViolation } from "../../lib/errors.js";
 import { isUuid, newId } from "../../lib/ids.js";
@@ -161,8 +162,10 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
       const tenantId = requireTenant(ctx);
       if (!isUuid(req.subscriptionId)) throw subscriptionNotFound();
       const subscriptionId = req.subscriptionId.toLowerCase();
-      if (!(await db.transaction((tx) => store.deleteSubscription(tx, tenantId, subscriptionId))))
-        throw subscriptionNotFound();
+      const deleted = await retryingSerializationFailure(() =>
+        db.transaction((tx) => store.deleteSubscription(tx, tenantId, subscriptionId)),
+      );
+      if (!deleted) throw subscriptionNotFound();
       return {};
     },
 
@@ -185,7 +188,7 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
       if (subscriptionId === undefined || !(await store.existsSubscription(db, tenantId, subscriptionId))) {
         throw subscriptionNotFound();
       }
-      const rows = await store.listDeliveries(db, tenantId, subscriptionId, after, pageSize + 1);
+      const rows = await store.listDeliveries(db, tenantId, subscriptionId, after, pageSize + 1, deps.logRetentionMs);
       const page = rows.slice(0, pageSize);
       const last = page.at(-1);
       const nextPageToken =
@@ -198,7 +201,7 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
     async getDelivery(req, ctx) {
       const tenantId = requireTenant(ctx);
       if (!isUuid(req.deliveryId)) throw deliveryNotFound();
-      const row = await store.findDelivery(db, tenantId, req.deliveryId.toLowerCase());
+      const row = await store.findDelivery(db, tenantId, req.deliveryId.toLowerCase(), deps.logRetentionMs);
       if (!row) throw deliveryNotFound();
       const [delivery] = await withAttempts(db, [row]);
       return { delivery };
@@ -208,9 +211,11 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
       const tenantId = requireTenant(ctx);
       if (!isUuid(req.deliveryId)) throw deliveryNotFound();
       const deliveryId = req.deliveryId.toLowerCase();
-      const replayed = await store.updateDeliveryReplayed(db, tenantId, deliveryId);
+      const replayed = await retryingSerializationFailure(() =>
+        store.updateDeliveryReplayed(db, tenantId, deliveryId, deps.logRetentionMs),
+      );
       if (!replayed) {
-        if (!(await store.findDelivery(db, tenantId, deliveryId))) throw deliveryNotFound();
+        if (!(await store.findDelivery(db, tenantId, deliveryId, deps.logRetentionMs))) throw deliveryNotFound();
         throw new DomainError("DELIVERY_NOT_REPLAYABLE", "the delivery already succeeded; it cannot be replayed");
       }
       deps.onQueued();
@@ -227,8 +232,8 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
       const tenantId = requireTenant(ctx);
       const found = await subscriptionOf(db, tenantId, req.subscriptionId);
       const change = await subscriptionChange(req, deps.urls);
-      const updated = await db.transaction((tx) =>
-        subscriptions.updateSubscription(tx, tenantId, found.subscription_id, change),
+      const updated = await retryingSerializationFailure(() =>
+        db.transaction((tx) => subscriptions.updateSubscription(tx, tenantId, found.subscription_id, change)),
       );
       if (!updated) throw subscriptionNotFound();
       if (updated.disabled) webhookSubscriptionsDisabled.inc({ reason: "manual" });
@@ -260,7 +265,9 @@ export function createWebhooksService(deps: WebhooksDeps): ServiceImpl<typeof We
     async recoverDeliveries(req, ctx) {
       const found = await subscriptionOf(db, requireTenant(ctx), req.subscriptionId);
       const window = recoverWindow(req, deps.logRetentionMs);
-      const queued = await subscriptions.recoverDeliveries(db, found.subscription_id, window.since, window.until);
+      const queued = await retryingSerializationFailure(() =>
+        subscriptions.recoverDeliveries(db, found.subscription_id, window.since, window.until),
+      );
       if (queued > 0) deps.onQueued();
       return { queued };
     },

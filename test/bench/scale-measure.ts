@@ -1,14 +1,14 @@
 // The scale benchmark's measurements, each on a running system and blind to whether its database is
 // empty or seeded: the delivery worker's claim and next-due statements timed as the worker runs
 // them, idle CPU by process, latency summaries, a held snapshot, and one delivery-log retention pass.
-// The worker's statements and the retention statement: each is
-// called from one small function here (claimOnce, nextDueOnce, retentionBatch), the place to adjust.
+// The worker's statements and the retention round: each is
+// called from one small function here (claimOnce, nextDueOnce, retentionPass), the place to adjust.
 import pg from "pg";
 import { createPgDb } from "../../lib/db/db.js";
 import type { Db } from "../../lib/db/types.js";
 import { claimDeliveries, nextDueInMs } from "../../services/webhooks/delivery/queue-store.js";
 import { PER_SUBSCRIPTION_MAX } from "../../services/webhooks/delivery/worker.js";
-import { deleteDeliveriesExpired } from "../../services/webhooks/retention-store.js";
+import { logRetentionWorker } from "../../services/webhooks/log-retention.js";
 import { type CpuGroup, cpuDelta, listProcesses, snapshotCpu } from "./proc.js";
 import { percentile } from "./stats.js";
 
@@ -149,16 +149,12 @@ export async function withHeldSnapshot<T>(databaseUrl: string, during: () => Pro
   }
 }
 
-/** The retention pass's batch: what one statement deletes at most (log-retention.ts's default). */
+/** The retention's batch where it deletes row by row: what one statement deletes at most (log-retention.ts's default). */
 export const RETENTION_BATCH = 2_000;
-
-/** One statement of the delivery log's retention (retention-store.ts): the deliveries it deleted. */
-export function retentionBatch(db: Db, retentionMs: number): Promise<number> {
-  return deleteDeliveriesExpired(db, retentionMs, RETENTION_BATCH);
-}
 
 export type RetentionPass = {
   deliveries: number;
+  /** The retention worker's rounds. */
   statements: number;
   totalMs: number;
   /** Stopped at maxMs before the window was empty. */
@@ -168,27 +164,40 @@ export type RetentionPass = {
   msPer1000: number;
 };
 
+/** Deliveries made before the window, counted in the partitions that can hold them (out of the timing). */
+async function deliveriesBefore(db: Db, retentionMs: number): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM webhooks.delivery
+      WHERE delivery_id < webhooks.uuid7_floor(now() - $1 * interval '1 millisecond')`,
+    [retentionMs],
+  );
+  return rows[0]?.n ?? 0;
+}
+
 /**
- * One retention pass: statements one after another until one deletes less than a batch (the window
- * is empty), or until `maxMs` passed.
+ * One retention pass: the retention worker's rounds (log-retention.ts, as the service runs it: days dropped whole,
+ * stragglers and the default partitions row by row) one after another until one asks for no other at once, or until
+ * `maxMs` passed.
  */
 export async function retentionPass(db: Db, retentionMs: number, maxMs: number): Promise<RetentionPass> {
+  const worker = logRetentionWorker({ db, retentionMs, batchSize: RETENTION_BATCH });
+  const signal = new AbortController().signal;
+  const before = await deliveriesBefore(db, retentionMs);
   const started = performance.now();
   const perStatement: number[] = [];
-  let deliveries = 0;
   let cut = false;
   for (;;) {
     const t = performance.now();
-    const n = await retentionBatch(db, retentionMs);
+    const more = await worker.round(signal);
     perStatement.push(performance.now() - t);
-    deliveries += n;
-    if (n < RETENTION_BATCH) break;
+    if (more !== true) break;
     if (performance.now() - started > maxMs) {
       cut = true;
       break;
     }
   }
   const totalMs = performance.now() - started;
+  const deliveries = before - (await deliveriesBefore(db, retentionMs));
   return {
     deliveries,
     statements: perStatement.length,

@@ -13,7 +13,7 @@
 import pg from "pg";
 
 /** Bump when the seeding SQL changes what a seeded database holds: the next run seeds anew. */
-export const SEED_VERSION = 2;
+export const SEED_VERSION = 3;
 export const SEED_DATABASE = "replay_bench_scale";
 /** How far back the deliveries go; the oldest of these days is the retention pass's. */
 export const DELIVERY_DAYS = 30;
@@ -166,6 +166,7 @@ export async function seedAll(
   await seedSubscriptions(client, size, at);
   progress(`  ${size.tenants} tenants, ${size.subscriptions} subscriptions in ${seconds(started)} s`);
   started = performance.now();
+  await createLogDays(client, at);
   const rebuilt = await withoutIndexes(client, BULK_TABLES, async () => {
     progress(`  the indexes and keys of ${BULK_TABLES.join(", ")} dropped for the load (${seconds(started)} s)`);
     started = performance.now();
@@ -199,8 +200,28 @@ export async function seedAll(
   progress(`  VACUUM ANALYZE and CHECKPOINT in ${seconds(started)} s`);
 }
 
-/** The big tables, loaded without their indexes and keys (built again after: a sort each, not 5M inserts). */
-const BULK_TABLES = ["webhooks.delivery", "webhooks.attempt", "replays.replay", "markers.replay", "markers.marker"];
+/** The partitions of the delivery log (migration 016) for each UTC day of the deliveries seeded at `at`. */
+export async function createLogDays(client: pg.Client, at: Date): Promise<void> {
+  await client.query(
+    `SELECT webhooks.create_log_day(d::date)
+       FROM generate_series((($1::timestamptz - make_interval(days => $2::int)) AT TIME ZONE 'UTC')::date,
+                            ($1::timestamptz AT TIME ZONE 'UTC')::date, interval '1 day') d`,
+    [at, DELIVERY_DAYS],
+  );
+}
+
+/**
+ * The big tables, loaded without their indexes and keys (built again after: a sort each, not 5M inserts); the
+ * delivery log's ended partitions carry an index of their own (migration 016).
+ */
+const BULK_TABLES = [
+  "webhooks.delivery",
+  "webhooks.delivery_ended",
+  "webhooks.attempt",
+  "replays.replay",
+  "markers.replay",
+  "markers.marker",
+];
 
 /**
  * Runs `load` with the indexes, primary keys, unique constraints and foreign keys of `tables` (and

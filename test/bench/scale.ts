@@ -28,6 +28,7 @@ import {
   appliedMigrations,
   bulkSession,
   createBenchSchema,
+  createLogDays,
   DELIVERY_DAYS,
   databaseBytes,
   deliveryDay,
@@ -204,7 +205,7 @@ async function prepareSeededDatabase(
       nodeArgs: systemNodeArgs(),
     });
     await sys.stop();
-    const at = new Date();
+    const at = lastUtcMidnight();
     await withClient(url, async (client) => {
       await createBenchSchema(client);
       await seedAll(client, size, at, progress);
@@ -239,6 +240,14 @@ async function prepareSeededDatabase(
   });
 }
 
+/**
+ * The seed's "now": the last UTC midnight, so that each day of deliveries is one of the log's day partitions
+ * (migration 016) and the retention pass drops day 0 whole on both systems.
+ */
+function lastUtcMidnight(): Date {
+  return new Date(Math.floor(Date.now() / DAY_MS) * DAY_MS);
+}
+
 /** The retention window that drops delivery day 0 (the oldest of those seeded at `at`). */
 function windowMs(at: Date): number {
   return Date.now() - (at.getTime() - (DELIVERY_DAYS - 1) * DAY_MS);
@@ -246,12 +255,13 @@ function windowMs(at: Date): number {
 
 /** The empty system's retention day: the seeded subscriptions and the oldest day of deliveries, nothing else. */
 async function seedRetentionDay(url: string, size: SeedSize): Promise<number> {
-  const at = new Date();
+  const at = lastUtcMidnight();
   await withClient(url, async (client) => {
     await createBenchSchema(client);
     await bulkSession(client);
     await seedSubscriptions(client, size, at);
     await alignSeed(client);
+    await createLogDays(client, at);
     const { lo, hi } = deliveryDay(size, 0);
     await seedDeliveries(client, size, at, lo, hi);
     await vacuumAnalyze(client, ["webhooks.subscription", "webhooks.delivery", "webhooks.attempt"]);
@@ -267,6 +277,7 @@ async function restoreRetentionDay(url: string, size: SeedSize, at: Date): Promi
   const started = performance.now();
   await withClient(url, async (client) => {
     await bulkSession(client);
+    await createLogDays(client, at);
     await seedDeliveries(client, size, at, deliveryDay(size, 0).lo, deliveryDay(size, 1).hi);
     await vacuumAnalyze(client, ["webhooks.delivery", "webhooks.attempt"]);
     await setRetentionPending(client, false);

@@ -11,6 +11,8 @@ import * as queue from "./queue-store.js";
 // never moves one past a delivery a writer has not committed yet.
 
 const claimOptions = { owner: "test-worker", leaseMs: 60_000, perSubscription: 4, limit: 16, busy: new Map() };
+/** The default WEBHOOK_LOG_RETENTION: every delivery these tests make is in sight. */
+const LOG_RETENTION_MS = 30 * 86_400_000;
 
 /**
  * The buffers (shared blocks hit or read) the next statement sent through it touches, by running it
@@ -193,7 +195,7 @@ describe.each(testDbModes())("delivery queue ($name database)", ({ name, open })
     expect(sleep).toBeLessThanOrEqual(60_000);
 
     // A manual replay is due at once.
-    expect(await store.updateDeliveryReplayed(db, tenantId, first.delivery_id)).toBeDefined();
+    expect(await store.updateDeliveryReplayed(db, tenantId, first.delivery_id, LOG_RETENTION_MS)).toBeDefined();
     expect(await dueAt(subscriptionId)).toBe("-infinity");
     const [manual] = await claim();
     expect(manual).toMatchObject({ delivery_id: first.delivery_id, manual: true });

@@ -1,5 +1,5 @@
 import { createBatcher } from "../../../lib/db/batch.js";
-import { isConnectionLoss } from "../../../lib/db/errors.js";
+import { isConnectionLoss, retryingSerializationFailure } from "../../../lib/db/errors.js";
 import type { Db } from "../../../lib/db/types.js";
 import { logger } from "../../../lib/log.js";
 import type { SecretBox } from "../../../lib/secrets/box.js";
@@ -102,7 +102,9 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const record = createBatcher<queue.AttemptRecord, void>({
     // One statement, its own transaction, committed asynchronously (recordAttempts).
     run: async (records) => {
-      const write = () => queue.recordAttempts(db, records, deps.disableAfterMs ?? null);
+      // A delivery a manual replay moves back to pending meanwhile fails the statement (40001); a new snapshot sees it.
+      const write = () =>
+        retryingSerializationFailure(() => queue.recordAttempts(db, records, deps.disableAfterMs ?? null));
       // Lost with its connection (a failover), sent attempts would miss the log and go again: retry once.
       const { disabled } = await write().catch((err: unknown) => {
         if (!isConnectionLoss(err)) throw err;
@@ -128,7 +130,7 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       webhookSubscriptionsDisabled.inc({ reason: "failing" });
     }
     // The claims already send it nothing; this shows the held deliveries with no attempt due.
-    void holdDeliveries(db, subscriptionIds).catch((err: unknown) =>
+    void retryingSerializationFailure(() => holdDeliveries(db, subscriptionIds)).catch((err: unknown) =>
       log.error({ err, subscriptionIds }, "holding a disabled subscription's deliveries failed"),
     );
   }
@@ -277,12 +279,10 @@ export function deliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const plan = planClaim(slots, breaker.held.keys());
       // Every slot busy: a finishing attempt wakes the loop.
       if (!plan) return false;
-      const claim = await queue.claimDeliveries(db, {
-        owner,
-        leaseMs,
-        perSubscription: slots.perSubscription,
-        ...plan,
-      });
+      // A delivery whose late record ends it as the claim takes it over fails the statement (40001): claim again.
+      const claim = await retryingSerializationFailure(() =>
+        queue.claimDeliveries(db, { owner, leaseMs, perSubscription: slots.perSubscription, ...plan }),
+      );
       const filled = noteClaim(slots, plan, claim.claimed.length);
       for (const row of claim.claimed) start(row, record);
       // Move the visited subscriptions on, so the next claim and the sleep skip what was just sent or found empty.
