@@ -113,16 +113,20 @@ describe.each(testDbModes())("webhooks delivery log retention ($name database)",
   };
 
   /**
-   * Moves the deliveries into the day `daysAgo` days before today (UTC; its partitions made), or with "legacy" to
-   * version 4 ids, as made before migration 009 (the default partitions); resolves to their new ids, in order.
+   * Moves the deliveries into the day `daysAgo` days before now (UTC; its partitions made), made a second apart in
+   * the order given, newest first, as the fan-out would have made them then; or with "legacy" to version 4 ids, as
+   * made before migration 009 (the default partitions). Resolves to their new ids, in order.
    */
   const relocate = async (ids: readonly string[], to: number | "legacy") => {
-    const moved = ids.map(() => (to === "legacy" ? randomUUID() : uuid7At(Date.now() - to * DAY_MS)));
+    const made = ids.map((_, i) => Date.now() - (to === "legacy" ? 0 : to * DAY_MS) - i * 1_000);
+    const moved = made.map((at) => (to === "legacy" ? randomUUID() : uuid7At(at)));
     if (to !== "legacy") await db.query("SELECT webhooks.create_log_day($1::date)", [utcDay(to)]);
     await db.query(
-      `UPDATE webhooks.delivery AS d SET delivery_id = m.moved
-         FROM unnest($1::uuid[], $2::uuid[]) AS m(id, moved) WHERE d.delivery_id = m.id`,
-      [ids, moved],
+      `UPDATE webhooks.delivery AS d
+          SET delivery_id = m.moved,
+              created_at = CASE WHEN $4 THEN d.created_at ELSE to_timestamp(m.made / 1000.0) END
+         FROM unnest($1::uuid[], $2::uuid[], $3::float8[]) AS m(id, moved, made) WHERE d.delivery_id = m.id`,
+      [ids, moved, made, to === "legacy"],
     );
     return moved;
   };
@@ -204,16 +208,12 @@ describe.each(testDbModes())("webhooks delivery log retention ($name database)",
   it("answers DELIVERY_NOT_FOUND for a delivery ended past the window, its day dropped or not yet, and pages the log on past a page boundary that went", async () => {
     const tenantId = randomUUID();
     const subscriptionId = await subscribe(tenantId);
-    const fanned = (await fanOut(tenantId, subscriptionId, 5)) as [string, string, string, string, string];
-    // b lives in a day of its own, 12 days back, which the retention drops; d stays in today's, out of sight.
-    const [b] = (await relocate([fanned[1]], 12)) as [string];
-    const [a, , c, d, e] = fanned;
-    // Listed a to e, newest first, whatever their ids.
-    await db.query(
-      `UPDATE webhooks.delivery AS d SET created_at = now() - o.n * interval '1 second'
-         FROM unnest($1::uuid[]) WITH ORDINALITY AS o(id, n) WHERE d.delivery_id = o.id`,
-      [[a, b, c, d, e]],
-    );
+    const fanned = await fanOut(tenantId, subscriptionId, 5);
+    // a today; b alone in the day 2 days back, which the retention drops; c, d, e in the day before it, which d's
+    // neighbours keep (inside the grace, nothing in it goes row by row), d out of sight. Listed newest first: a to e.
+    const [a] = fanned as [string];
+    const [b] = (await relocate(fanned.slice(1, 2), 2)) as [string];
+    const [c, d, e] = (await relocate(fanned.slice(2), 3)) as [string, string, string];
     const webhooks = inMemoryClient(WebhooksService, (router) =>
       router.service(
         WebhooksService,
@@ -236,7 +236,7 @@ describe.each(testDbModes())("webhooks delivery log retention ($name database)",
     await age([b, d], "failed", 2 * DAY_MS);
     await age([a, c, e], "succeeded", 60_000);
     await logRetentionWorker({ db, retentionMs: DAY_MS }).round(signal);
-    expect(await hasDay(12)).toBe(false);
+    expect([await hasDay(2), await hasDay(3)]).toEqual([false, true]);
     expect(await present([d])).toEqual(new Set([d]));
 
     expect(await contractCodeOfCall(webhooks.getDelivery({ deliveryId: b }, as))).toBe("DELIVERY_NOT_FOUND");
@@ -246,6 +246,28 @@ describe.each(testDbModes())("webhooks delivery log retention ($name database)",
     expect(second.results.map((delivery) => delivery.deliveryId)).toEqual([c, e]);
     expect(second.nextPageToken).toBe("");
     expect((await webhooks.getDelivery({ deliveryId: c }, as)).delivery?.attempts).toHaveLength(2);
+  });
+
+  it("pages a log whose deliveries have version 4 ids, made before migration 009, in their place by when they were made", async () => {
+    const tenantId = randomUUID();
+    const subscriptionId = await subscribe(tenantId);
+    const [newest, legacyEnded, legacyPending, ...older] = await fanOut(tenantId, subscriptionId, 6);
+    // The smallest ids there are: before every day's bound, one ended (the default partition), one pending; made a
+    // second and two after the newest, then the others a second apart.
+    const small = ["00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"];
+    await db.query(
+      `UPDATE webhooks.delivery AS d SET delivery_id = COALESCE(m.small, d.delivery_id),
+              created_at = now() - m.n * interval '1 second'
+         FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS m(id, small, n) WHERE d.delivery_id = m.id`,
+      [
+        [legacyEnded, legacyPending, ...older],
+        [...small, ...older.map(() => null)],
+      ],
+    );
+    await age([small[0] as string], "succeeded", 60_000, 1);
+    // A page of recent ids alone would be full (newest and the others): the two must be read besides.
+    const page = await store.listDeliveries(db, tenantId, subscriptionId, undefined, 3, DAY_MS);
+    expect(page.map((row) => row.delivery_id)).toEqual([newest, ...small]);
   });
 
   // Two connections at once: the embedded database has one.

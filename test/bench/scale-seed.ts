@@ -227,21 +227,24 @@ const BULK_TABLES = [
  * Runs `load` with the indexes, primary keys, unique constraints and foreign keys of `tables` (and
  * the foreign keys referencing them) dropped, then creates them again from their definitions as
  * the catalog held them (pg_get_indexdef, pg_get_constraintdef), under the same names, the foreign
- * keys validated: the schema is the migrations' again. Resolves to how many were built.
+ * keys validated: the schema is the migrations' again. A partition's index or key that comes from its parent's goes
+ * and comes back with it. Resolves to how many were built.
  */
 export async function withoutIndexes(client: pg.Client, tables: readonly string[], load: () => Promise<void>) {
   const { rows: constraints } = await client.query<{ name: string; tbl: string; type: string; def: string }>(
     `SELECT conname AS name, conrelid::regclass::text AS tbl, contype AS type, pg_get_constraintdef(oid) AS def
        FROM pg_constraint
-      WHERE (conrelid = ANY ($1::regclass[]) AND contype IN ('p', 'u', 'f'))
-         OR (confrelid = ANY ($1::regclass[]) AND contype = 'f')`,
+      WHERE ((conrelid = ANY ($1::regclass[]) AND contype IN ('p', 'u', 'f'))
+         OR (confrelid = ANY ($1::regclass[]) AND contype = 'f'))
+        AND conparentid = 0`,
     [tables],
   );
   const { rows: indexes } = await client.query<{ name: string; def: string }>(
     `SELECT i.indexrelid::regclass::text AS name, pg_get_indexdef(i.indexrelid) AS def
        FROM pg_index i
       WHERE i.indrelid = ANY ($1::regclass[])
-        AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid AND c.contype IN ('p', 'u', 'x'))`,
+        AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid AND c.contype IN ('p', 'u', 'x'))
+        AND NOT EXISTS (SELECT 1 FROM pg_inherits p WHERE p.inhrelid = i.indexrelid)`,
     [tables],
   );
   const foreign = constraints.filter((c) => c.type === "f");
@@ -249,7 +252,8 @@ export async function withoutIndexes(client: pg.Client, tables: readonly string[
   for (const c of [...foreign, ...keys]) await client.query(`ALTER TABLE ${c.tbl} DROP CONSTRAINT "${c.name}"`);
   for (const i of indexes) await client.query(`DROP INDEX ${i.name}`);
   await load();
-  for (const i of indexes) await client.query(i.def);
+  // A partitioned table's index reads "ON ONLY" (its partitions' indexes are attached one by one): built as one.
+  for (const i of indexes) await client.query(i.def.replace(" ON ONLY ", " ON "));
   for (const c of [...keys, ...foreign]) await client.query(`ALTER TABLE ${c.tbl} ADD CONSTRAINT "${c.name}" ${c.def}`);
   return indexes.length + constraints.length;
 }

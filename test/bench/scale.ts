@@ -56,6 +56,7 @@ export const description =
 const RATIO_TARGET = 1.2;
 const IDLE_TARGET_PCT = 1;
 const DAY_MS = 86_400_000;
+const RETENTION_CUTOFF_PAST_DAY_MS = 10 * 60_000;
 
 const progress = (line: string) => process.stderr.write(`[bench scale] ${line}\n`);
 
@@ -248,9 +249,12 @@ function lastUtcMidnight(): Date {
   return new Date(Math.floor(Date.now() / DAY_MS) * DAY_MS);
 }
 
-/** The retention window that drops delivery day 0 (the oldest of those seeded at `at`). */
+/**
+ * The retention window that drops delivery day 0 (the oldest of those seeded at `at`): all of its deliveries ended
+ * past it, the last ones 305 s after the day's end, so it ends ten minutes into day 1 (whose partition stays).
+ */
 function windowMs(at: Date): number {
-  return Date.now() - (at.getTime() - (DELIVERY_DAYS - 1) * DAY_MS);
+  return Date.now() - (at.getTime() - (DELIVERY_DAYS - 1) * DAY_MS + RETENTION_CUTOFF_PAST_DAY_MS);
 }
 
 /** The empty system's retention day: the seeded subscriptions and the oldest day of deliveries, nothing else. */

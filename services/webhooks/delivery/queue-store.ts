@@ -103,7 +103,9 @@ export async function claimDeliveries(
   },
 ): Promise<Claim> {
   // Arrays and limit go through scalar subqueries so the prepared statement keeps its generic plan (seen by the
-  // planner, they had every claim planned anew). A rate row another claim holds is skipped, as used up.
+  // planner, they had every claim planned anew). A rate row another claim holds is skipped, as used up. Each read and
+  // write of deliveries names status = 'pending', so the plan holds delivery_pending alone, not every day of the log
+  // (migration 016: a generic plan locks and opens every partition it holds, 0.3 ms a claim on 30 days).
   const { rows } = await q.query<ClaimedDelivery & { drained: boolean; throttled: boolean }>(
     `WITH busy AS (
        SELECT * FROM unnest((SELECT $5::uuid[]), (SELECT $6::int[])) AS b(subscription_id, n)
@@ -150,7 +152,7 @@ export async function claimDeliveries(
           SET lease_owner = $1, lease_expires_at = now() + $2 * interval '1 millisecond',
               attempt_count = d.attempt_count + 1, attempt_started_at = now()
          FROM picked
-        WHERE d.delivery_id = picked.delivery_id
+        WHERE d.delivery_id = picked.delivery_id AND d.status = 'pending'
         RETURNING d.delivery_id, d.subscription_id, d.event_id, d.event, d.body, picked.url, picked.secret,
                   picked.next_secret, d.manual_queued > 0 AS manual, d.automatic_attempts, d.traceparent,
                   d.attempt_count AS attempt, picked.taken_over, picked.unrecorded_started_at
@@ -353,7 +355,11 @@ export async function recordAttempts(
   return { disabled: rows.map((row) => row.subscription_id) };
 }
 
-/** Hands a stopping worker's deliveries back, due at once for another replica; their attempts are logged as `why`. */
+/**
+ * Hands a stopping worker's deliveries back, due at once for another replica; their attempts are logged as `why`. A
+ * lease is a pending delivery's only (its holder's record clears it as it ends the delivery), so the update reads
+ * delivery_pending alone (migration 016).
+ */
 export async function releaseDeliveries(
   q: Queryable,
   owner: string,
@@ -364,7 +370,7 @@ export async function releaseDeliveries(
   await q.query(
     `WITH released AS (
        UPDATE webhooks.delivery SET lease_owner = NULL, lease_expires_at = NULL
-        WHERE delivery_id = ANY ($1::uuid[]) AND lease_owner = $2
+        WHERE delivery_id = ANY ($1::uuid[]) AND lease_owner = $2 AND status = 'pending'
         RETURNING delivery_id, subscription_id, CASE WHEN status = 'pending' THEN ${dueAt} END AS due_at,
                   attempt_count, attempt_started_at, manual_queued > 0 AS manual
      )${bringDueForward("released")}
