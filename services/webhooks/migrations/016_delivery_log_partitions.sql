@@ -10,13 +10,14 @@
 --                                whose partition was missing (the retention worker makes them ahead)
 --   webhooks.attempt             RANGE (delivery_id), the same days and a default
 --
--- Every statement of the worker names status = 'pending' and so reads delivery_pending alone,
--- however many days the log holds. A delivery moves from delivery_pending to its day's partition
+-- The worker's claims, leases, releases and refreshes name status = 'pending' and so read
+-- delivery_pending alone, however many days the log holds; its record reads every day (a late
+-- record logs an attempt of an ended delivery), one probe by id in each. A delivery moves from delivery_pending to its day's partition
 -- when it ends (recordAttempts' update), and back when a manual replay makes it pending again; its
 -- attempts stay in their day's partition throughout, since the id never changes. Postgres refuses
 -- with 40001 a statement that would lock a row a concurrent transaction moved to another partition
--- (it cannot follow it): the paths where that can happen retry (lib/db/errors.ts
--- isSerializationFailure).
+-- (it cannot follow it): the paths where that can happen run again (lib/db/errors.ts
+-- retryingSerializationFailure).
 --
 -- A day is dropped (webhooks.drop_log_day) once none of its deliveries is pending and all ended
 -- more than the window ago; the retention worker (log-retention.ts) makes the coming days' partitions
