@@ -10,6 +10,7 @@ import {
   deliveryLogOverdueSeconds,
   dropLogDay,
   listLogDays,
+  missingLogDays,
 } from "./retention-store.js";
 
 const log = logger("webhooks:log-retention");
@@ -73,9 +74,10 @@ export function logRetentionWorker(deps: LogRetentionDeps): WorkerSpec {
     },
     intervalMs: deps.intervalMs ?? 60_000,
     async round() {
-      // A day that cannot be made (a default partition holding one of its rows refuses it) leaves its deliveries to
-      // the default partitions, whose rows go one by one: the other days, drops and deletes go on regardless.
-      for (let ahead = 0; ahead <= DAYS_AHEAD; ahead++) {
+      // Only the days missing are made (one read a round when none is). A day that cannot be made (a default partition
+      // holding one of its rows refuses it) leaves its deliveries to the default partitions, whose rows go one by one:
+      // the other days, drops and deletes go on regardless.
+      for (const ahead of await missingLogDays(db, DAYS_AHEAD)) {
         await underLockTimeout(`make a day ${ahead} ahead`, () =>
           db.transaction((tx) => createLogDay(tx, ahead, LOCK_TIMEOUT_MS)),
         ).catch((err: unknown) => log.error({ err, ahead }, "making a day of the delivery log failed"));

@@ -13,6 +13,16 @@ export type LogDay = {
   straggling: boolean;
 };
 
+/** Which of today and the `ahead` days after it (UTC, the database's clock) have no partitions yet, as days ahead. */
+export async function missingLogDays(q: Queryable, ahead: number): Promise<number[]> {
+  const { rows } = await q.query<{ n: number }>(
+    `SELECT n FROM generate_series(0, $1::int) n
+      WHERE to_regclass('webhooks.delivery_ended_' || to_char((now() AT TIME ZONE 'UTC')::date + n, 'YYYYMMDD')) IS NULL`,
+    [ahead],
+  );
+  return rows.map((row) => row.n);
+}
+
 /** Makes the partitions of the day `daysAhead` days after today (UTC, the database's clock) unless they exist. */
 export async function createLogDay(tx: Tx, daysAhead: number, lockTimeoutMs: number): Promise<boolean> {
   await setLockTimeout(tx, lockTimeoutMs);

@@ -261,22 +261,27 @@ export async function listDeliveries(
   limit: number,
   retentionMs: number,
 ): Promise<LogRow[]> {
+  const page: LogPage = { tenantId, subscriptionId, after, limit, retentionMs };
   const madeSince = new Date((after ? Date.parse(after.createdAt) : Date.now()) - RECENT_DAYS_MS);
-  const recent = await pageOfDeliveries(q, tenantId, subscriptionId, after, limit, retentionMs, madeSince);
+  const recent = await pageOfDeliveries(q, page, madeSince);
   const last = recent.at(-1);
   if (recent.length === limit && last !== undefined && last.created_at >= madeSince && !last.ids_out_of_order)
     return recent;
-  return pageOfDeliveries(q, tenantId, subscriptionId, after, limit, retentionMs, null);
+  return pageOfDeliveries(q, page, null);
 }
+
+type LogPage = {
+  tenantId: string;
+  subscriptionId: string;
+  after: DeliveryPosition | undefined;
+  limit: number;
+  retentionMs: number;
+};
 
 /** listDeliveries' read: of the deliveries whose ids were made since `madeSince`, or of all. */
 async function pageOfDeliveries(
   q: Queryable,
-  tenantId: string,
-  subscriptionId: string,
-  after: DeliveryPosition | undefined,
-  limit: number,
-  retentionMs: number,
+  { tenantId, subscriptionId, after, limit, retentionMs }: LogPage,
   madeSince: Date | null,
 ): Promise<(LogRow & { ids_out_of_order: boolean })[]> {
   // Ids that are not version 7 (UUID's version digit) tell nothing of when they were made.
