@@ -25,8 +25,13 @@ export function summarize(samples: readonly number[]): Summary {
   };
 }
 
-/** Milliseconds since the epoch, sub-millisecond: the clock the receiver process stamps arrivals with. */
-export const nowMs = () => performance.timeOrigin + performance.now();
+/**
+ * Milliseconds since the epoch: the clock the receiver process stamps arrivals with and the database schedules
+ * retries by. The wall clock itself, read at each call: a clock anchored once at start (performance.timeOrigin)
+ * drifts from another process's and from the database's when the machine's clock is stepped (a run's retry
+ * figures came out negative by seconds).
+ */
+export const nowMs = () => Date.now();
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The webhooks schema's pool, as the service opens it (createPgDb: jit off, named statements). */
@@ -152,6 +157,13 @@ export async function withHeldSnapshot<T>(databaseUrl: string, during: () => Pro
 /** The retention's batch where it deletes row by row: what one statement deletes at most (log-retention.ts's default). */
 export const RETENTION_BATCH = 2_000;
 
+/**
+ * Retention passes per system, each dropping one more day. A day's drop is ~10 ms of statements and ~100 ms of
+ * the kernel truncating ~200 MB of files, which varies 80-190 ms from one drop to the next on an idle machine:
+ * one sample per system measured that noise, the median of five measures the drop.
+ */
+export const RETENTION_DAYS = 5;
+
 export type RetentionPass = {
   deliveries: number;
   /** The retention worker's rounds. */
@@ -172,6 +184,27 @@ async function deliveriesBefore(db: Db, retentionMs: number): Promise<number> {
     [retentionMs],
   );
   return rows[0]?.n ?? 0;
+}
+
+export type RetentionSeries = {
+  passes: RetentionPass[];
+  /** The median pass's ms per 1 000 deliveries. */
+  msPer1000: number;
+};
+
+/**
+ * RETENTION_DAYS passes, the window moved on a day before each (`windowFor(day)`: the window that puts days 0 to
+ * `day` past it), after a checkpoint so that neither system's drops share the disk with the writes before them.
+ */
+export async function retentionSeries(
+  db: Db,
+  windowFor: (day: number) => number,
+  maxMs: number,
+): Promise<RetentionSeries> {
+  await db.query("CHECKPOINT");
+  const passes: RetentionPass[] = [];
+  for (let day = 0; day < RETENTION_DAYS; day++) passes.push(await retentionPass(db, windowFor(day), maxMs));
+  return { passes, msPer1000: summarize(passes.map((p) => p.msPer1000)).p50 };
 }
 
 /**

@@ -3,9 +3,9 @@
 // in CERT_DIR. A path starting with /flaky answers 500 to the first request of each event and 200
 // to the later ones (the retry path); every other path answers 200 at once. Each request is noted
 // by the replay its body names (data.collection.replay_id) with its path, event id, status and
-// arrival time (ms since the epoch, sub-millisecond: performance.timeOrigin + performance.now(),
-// the harness's clock). Control channel, plain HTTP: GET /wait?replay=R&n=N answers once N
-// requests naming R have arrived (or after 60 s with those there are), as JSON
+// arrival time (ms since the epoch, Date.now(): the harness's clock, scale-measure.ts nowMs).
+// Control channel, plain HTTP: GET /wait?replay=R&n=N answers once N requests naming R have
+// arrived (or after 60 s with those there are), as JSON
 // [{ path, eventId, status, atMs }]; GET /count answers how many requests arrived in all.
 // Env: CERT_DIR, TLS_PORT (the receiver's), PORT (the control channel's, 0 = any). Prints
 // {"port":N} (the control port) once listening; SIGTERM stops it.
@@ -19,7 +19,7 @@ const { CERT_DIR: certDir, TLS_PORT: tlsPort, PORT: port = "0" } = process.env;
 if (!certDir || !tlsPort) throw new Error("scale-receiver needs CERT_DIR and TLS_PORT");
 
 const WAIT_MAX_MS = 60_000;
-const now = () => performance.timeOrigin + performance.now();
+const now = () => Date.now();
 
 type Arrival = { path: string; eventId: string; status: number; atMs: number };
 const byReplay = new Map<string, Arrival[]>();

@@ -3,7 +3,7 @@
 // answers 200, one to a path that answers each delivery's first attempt 500), then measure in turn
 // idle CPU, the worker's claim, finish-to-delivery, the retry path, marker creates, a delivery-log
 // page and a replays page (through the gateway, signed, on the heavy tenant when there is one), the
-// claim and finish-to-delivery under a 60 s held snapshot, and one retention pass; then stop.
+// claim and finish-to-delivery under a 60 s held snapshot, and retention passes dropping a day each; then stop.
 import pg from "pg";
 import { type Signer, sendSigned } from "../http.js";
 import { type System, startDistributedSystem } from "../system.js";
@@ -13,8 +13,9 @@ import { type CpuGroup, findChildPids } from "./proc.js";
 import {
   idleCpuPct,
   postgresServerPids,
-  type RetentionPass,
-  retentionPass,
+  RETENTION_DAYS,
+  type RetentionSeries,
+  retentionSeries,
   type Summary,
   sampleClaims,
   sequential,
@@ -55,7 +56,7 @@ export type SystemFigures = {
   /** Pages answered other than 200 (503: slower than the gateway's RPC deadline), by series. */
   failedPages: Record<string, number>;
   held: { claim: Summary; finishToDelivery: Summary };
-  retention: RetentionPass;
+  retention: RetentionSeries;
 };
 
 /** The seeded heavy tenant (a signing key is minted for it each run) and its subscription with the big log. */
@@ -70,8 +71,11 @@ export type SystemRun = {
   receiver: ChildServer;
   receiverOrigin: string;
   heavy?: Heavy;
-  /** Makes the day the retention pass drops, when the database has none (the empty system); resolves to the pass's window. */
-  prepareRetention(databaseUrl: string): Promise<number>;
+  /**
+   * Makes the days the retention passes drop (RETENTION_DAYS), when the database has none (the empty system);
+   * resolves to the window that puts days 0 to `day` past it.
+   */
+  prepareRetention(databaseUrl: string): Promise<(day: number) => number>;
   progress(line: string): void;
 };
 
@@ -140,12 +144,13 @@ export async function runSystem(run: SystemRun): Promise<SystemFigures> {
         return { claim: summarize(heldClaims.claim), finishToDelivery: summarize(heldF2d) };
       });
 
-      progress(`${run.label}: one retention pass over a day's worth of the delivery log`);
-      const retentionMs = await run.prepareRetention(databaseUrl);
-      const retention = await retentionPass(db, retentionMs, RETENTION_MAX_MS);
-      progress(
-        `${run.label}: retention deleted ${retention.deliveries} deliveries in ${retention.statements} statements, ${Math.round(retention.totalMs)} ms${retention.cut ? " (cut short)" : ""}`,
-      );
+      progress(`${run.label}: ${RETENTION_DAYS} retention passes, each over a day's worth of the delivery log`);
+      const windowFor = await run.prepareRetention(databaseUrl);
+      const retention = await retentionSeries(db, windowFor, RETENTION_MAX_MS);
+      for (const pass of retention.passes)
+        progress(
+          `${run.label}: retention deleted ${pass.deliveries} deliveries in ${pass.statements} rounds, ${Math.round(pass.totalMs)} ms${pass.cut ? " (cut short)" : ""}`,
+        );
       return {
         label: run.label,
         startMs,
