@@ -182,6 +182,32 @@ describe("outbox", () => {
     await waitFor("the notified round", () => bus.publishes.has(eventId as string), 30_000);
   });
 
+  it("polls an empty outbox with one read and opens no transaction", async () => {
+    const db = await openDb();
+    await using b = await createTestBus(testDb.dbFor);
+    const calls = { query: 0, transaction: 0 };
+    const counted: Db = {
+      schema: db.schema,
+      query: (text, params) => {
+        calls.query++;
+        return db.query(text, params);
+      },
+      transaction: (fn, options) => {
+        calls.transaction++;
+        return db.transaction(fn, options);
+      },
+      listen: (channel, onNotify) => db.listen(channel, onNotify),
+      close: () => db.close(),
+    };
+    await using _relay = startOutboxRelay({ db: counted, bus: b.bus, pollMs: 20 });
+    await waitFor("five polls", () => calls.query >= 5);
+    expect(calls.transaction).toBe(0);
+
+    await enqueueCommitted(db, 1);
+    await waitFor("the event's round", async () => (await unpublished(db)) === 0);
+    expect(calls.transaction).toBeGreaterThan(0);
+  });
+
   it("stop waits for the running round", async () => {
     const db = await openDb();
     await using b = await createTestBus(testDb.dbFor);
