@@ -9,7 +9,7 @@ import { metricsText, watchOutbox } from "../metrics.js";
 import { formatTraceparent, nextSpan } from "../trace.js";
 import { createTestBus, recorder } from "./_testing.js";
 import type { Bus } from "./bus.js";
-import { enqueue, outboxMigrations, startOutboxRelay } from "./outbox.js";
+import { enqueue, outboxChannel, outboxMigrations, startOutboxRelay } from "./outbox.js";
 
 const subject = "servers.server.created";
 
@@ -175,14 +175,14 @@ describe("outbox", () => {
     const db = await openDb();
     await using b = await createTestBus(testDb.dbFor);
     const bus = countingBus(b.bus);
-    await using _relay = startOutboxRelay({ db: db, bus, pollMs: 60_000 });
+    await using _relay = startOutboxRelay({ db: db, bus, pollMs: 60_000, listeningPollMs: 60_000 });
     // The first round runs at start; only a notification can start the next within the minute.
     await waitFor("the first round", async () => (await unpublished(db)) === 0);
     const [eventId] = await enqueueCommitted(db, 1);
     await waitFor("the notified round", () => bus.publishes.has(eventId as string), 30_000);
   });
 
-  it("polls an empty outbox with one read and opens no transaction", async () => {
+  it("polls an empty outbox with one read, opening no transaction", async () => {
     const db = await openDb();
     await using b = await createTestBus(testDb.dbFor);
     const calls = { query: 0, transaction: 0 };
@@ -199,13 +199,37 @@ describe("outbox", () => {
       listen: (channel, onNotify) => db.listen(channel, onNotify),
       close: () => db.close(),
     };
-    await using _relay = startOutboxRelay({ db: counted, bus: b.bus, pollMs: 20 });
+    await using _relay = startOutboxRelay({ db: counted, bus: b.bus, pollMs: 20, listeningPollMs: 20 });
+    // The first round, at start, reads its batch at once; the polls after it find nothing to lock.
     await waitFor("five polls", () => calls.query >= 5);
-    expect(calls.transaction).toBe(0);
+    expect(calls.transaction).toBe(1);
 
     await enqueueCommitted(db, 1);
     await waitFor("the event's round", async () => (await unpublished(db)) === 0);
-    expect(calls.transaction).toBeGreaterThan(0);
+    expect(calls.transaction).toBeGreaterThan(1);
+  });
+
+  it.skipIf(!process.env.DATABASE_URL)("listens again when its LISTEN connection is lost (Postgres)", async () => {
+    const db = await openDb();
+    await using b = await createTestBus(testDb.dbFor);
+    const bus = countingBus(b.bus);
+    // No poll within the minute: only a notification, heard on a LISTEN made again, publishes the event in time.
+    await using _relay = startOutboxRelay({ db: db, bus, pollMs: 60_000, listeningPollMs: 60_000 });
+    const listeners = async () => {
+      const { rows } = await db.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE query = $1", [
+        `LISTEN "${outboxChannel(db.schema)}"`,
+      ]);
+      return rows.map((row) => row.pid);
+    };
+    await waitFor("the relay to listen", async () => (await listeners()).length === 1);
+    const [lost] = await listeners();
+    await db.query("SELECT pg_terminate_backend($1::int)", [lost]);
+    await waitFor("the relay to listen again", async () => {
+      const now = await listeners();
+      return now.length === 1 && now[0] !== lost;
+    });
+    const [eventId] = await enqueueCommitted(db, 1);
+    await waitFor("the notified round", () => bus.publishes.has(eventId as string), 30_000);
   });
 
   it("stop waits for the running round", async () => {

@@ -83,7 +83,18 @@ export type OutboxRow = {
 };
 export const OUTBOX_ROW_COLUMNS = "id, event_id, subject, payload, traceparent";
 
-export type OutboxRelayDeps = { db: Db; bus: Bus; pollMs?: number; batchSize?: number };
+export type OutboxRelayDeps = {
+  db: Db;
+  bus: Bus;
+  /** The poll while the relay is not listening (its LISTEN failed or its connection was lost): 1 s. */
+  pollMs?: number;
+  /**
+   * The poll while it listens, 10 s: every commit notifies, so the poll only finds rows a relay that died left
+   * unlocked (another replica's) and never pays for an idle system's rounds every second.
+   */
+  listeningPollMs?: number;
+  batchSize?: number;
+};
 
 /**
  * Publishes committed rows in id order, woken by enqueue's NOTIFY, polling for missed ones. A batch is
@@ -121,15 +132,16 @@ export function startOutboxRelay(deps: OutboxRelayDeps): Worker {
     });
 
   // The poll behind the NOTIFY finds nothing nearly every time: one read of the unpublished index then, where the
-  // batch's transaction is three round trips (an idle system's Postgres spent most of its time on these polls).
+  // batch's transaction is three round trips (an idle system's Postgres spent most of its time on these polls). A
+  // round a NOTIFY or a full batch started goes straight to its batch: under load the read would be one more each.
   const anyUnpublished = async () =>
     (await db.query(`SELECT 1 FROM ${schema}.outbox WHERE published_at IS NULL LIMIT 1`)).rows.length > 0;
 
   return startWorker({
     name: `${schema}:outbox-relay`,
     intervalMs: deps.pollMs ?? 1000,
-    wakeOn: { db, channel: outboxChannel(schema) },
-    round: async () => (await anyUnpublished()) && (await relayBatch()) === batchSize,
+    wakeOn: { db, channel: outboxChannel(schema), pollMs: deps.listeningPollMs ?? 10_000 },
+    round: async (_signal, polled) => (!polled || (await anyUnpublished())) && (await relayBatch()) === batchSize,
   });
 }
 

@@ -42,6 +42,9 @@ export function createPgDb(options: PgOptions): Db {
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.poolMax ?? 10,
+    // Longer than the slowest poll (the outbox relay's 10 s while it listens): an idle service reuses one
+    // connection, where pg's 10 s default closed it just before each poll and the next opened a new backend.
+    idleTimeoutMillis: 30_000,
     application_name: options.applicationName ?? schema,
     // Short OLTP only: stale statistics can push a plan past jit_above_cost and compiling outlasts running.
     options: "-c jit=off",
@@ -130,20 +133,29 @@ export function createPgDb(options: PgOptions): Db {
         client.release(broken || lost !== undefined);
       }
     },
-    async listen(channel, onNotify) {
+    async listen(channel, onNotify, onLost) {
       const client = await pool.connect();
       const handler = (msg: pg.Notification) => {
         if (msg.channel === channel) onNotify(msg.payload ?? "");
       };
-      // Without this a dropped connection crashes the process; listeners also poll, so losing the
-      // wake-ups costs only latency.
-      client.on("error", (err) =>
-        log.warn({ err: err.message, channel }, "LISTEN connection lost; falling back to polling"),
-      );
+      // Without this a dropped connection crashes the process (a second error too); the listener hears of the first.
+      let lost = false;
+      client.on("error", (err) => {
+        if (lost) return;
+        lost = true;
+        log.warn({ err: err.message, channel }, "LISTEN connection lost");
+        onLost?.(err);
+      });
       client.on("notification", handler);
-      await client.query(`LISTEN "${assertSchemaName(channel)}"`);
+      try {
+        await client.query(`LISTEN "${assertSchemaName(channel)}"`);
+      } catch (err) {
+        client.release(true);
+        throw err;
+      }
       return async () => {
         client.off("notification", handler);
+        if (lost) return client.release(true);
         try {
           await client.query(`UNLISTEN "${channel}"`);
           client.release();

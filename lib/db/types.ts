@@ -19,7 +19,15 @@ export interface Tx extends Queryable {
 export interface Db extends Queryable {
   readonly schema: string;
   transaction<T>(fn: (tx: Tx) => Promise<T>, options?: TransactionOptions): Promise<T>;
-  listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
+  /**
+   * Resolves to a function that stops listening. `onLost`: the connection that listened went away (never for the
+   * embedded database); nothing more is heard on it, and a caller that wants notifications listens again.
+   */
+  listen(
+    channel: string,
+    onNotify: (payload: string) => void,
+    onLost?: (err: Error) => void,
+  ): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 

@@ -1,9 +1,10 @@
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { waitFor } from "../../test/poll.js";
+import type { Db } from "../db/types.js";
 import { startWorker } from "./worker.js";
 
 describe("startWorker", () => {
-  it("runs rounds back to back while they report more work, then waits for the interval", async () => {
+  it("runs rounds back to back while they report more work, then waits for the interval (only its rounds are polled)", async () => {
     // On the fake clock: the loop's pauses are timers, so the minute passes when the test says.
     vi.useFakeTimers();
     onTestFinished(() => {
@@ -11,11 +12,13 @@ describe("startWorker", () => {
     });
     let rounds = 0;
     let backlog = 3;
+    const polls: boolean[] = [];
     const worker = startWorker({
       name: "test",
       intervalMs: 60_000,
-      round: async () => {
+      round: async (_signal, polled) => {
         rounds++;
+        polls.push(polled);
         backlog = Math.max(0, backlog - 1);
         return backlog > 0;
       },
@@ -30,6 +33,8 @@ describe("startWorker", () => {
     worker.nudge();
     await vi.advanceTimersByTimeAsync(0);
     expect(rounds).toBe(5);
+    // The first round, those a full round asked for and a nudged one are not polls: a relay reads its batch at once.
+    expect(polls).toEqual([false, false, false, true, false]);
     vi.useRealTimers();
     await worker.stop();
   });
@@ -50,6 +55,55 @@ describe("startWorker", () => {
     worker.nudge();
     release();
     await waitFor("the nudged round", () => rounds === 2);
+    await worker.stop();
+  });
+
+  it("polls slowly while its LISTEN holds, every interval once it is lost, and listens again", async () => {
+    vi.useFakeTimers();
+    onTestFinished(() => {
+      vi.useRealTimers();
+    });
+    // The Db's LISTEN as the worker sees it: each call answered by the next outcome, `lose` drops the live one.
+    const outcomes = ["ok", "fail", "ok"];
+    let listens = 0;
+    let lose: () => void = () => {};
+    const db = {
+      listen: async (_channel: string, _onNotify: (payload: string) => void, onLost?: (err: Error) => void) => {
+        listens++;
+        if (outcomes.shift() === "fail") throw new Error("connection refused");
+        lose = () => onLost?.(new Error("terminated"));
+        return async () => {};
+      },
+    } as unknown as Db;
+    let rounds = 0;
+    const worker = startWorker({
+      name: "test",
+      intervalMs: 1_000,
+      wakeOn: { db, channel: "test", pollMs: 60_000 },
+      round: async () => {
+        rounds++;
+        return false;
+      },
+    });
+    await vi.advanceTimersByTimeAsync(0);
+    expect([listens, rounds]).toEqual([1, 1]);
+    // Listening: the next poll is a minute away.
+    await vi.advanceTimersByTimeAsync(59_999);
+    expect(rounds).toBe(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(rounds).toBe(2);
+    // Lost: a round at once (what was committed meanwhile), a LISTEN again (refused), then a poll every second
+    // and another LISTEN a second after the refusal, which holds: a round once it does, then back to the minute.
+    lose();
+    await vi.advanceTimersByTimeAsync(0);
+    expect([listens, rounds]).toEqual([2, 3]);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect([listens, rounds]).toEqual([3, 5]);
+    await vi.advanceTimersByTimeAsync(59_999);
+    expect(rounds).toBe(5);
+    await vi.advanceTimersByTimeAsync(1);
+    expect([listens, rounds]).toEqual([3, 6]);
+    vi.useRealTimers();
     await worker.stop();
   });
 

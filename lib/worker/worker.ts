@@ -11,11 +11,17 @@ export type WorkerSpec = {
   /**
    * Resolves to true when more work is waiting now (the next round starts at once), to milliseconds when
    * work falls due sooner than `intervalMs`, else false. `signal` aborts when stop() gave up waiting.
+   * `polled`: the round started because the pause ran out, neither woken nor asked for by the last round.
    */
-  round(signal: AbortSignal): Promise<boolean | number>;
-  /** Also the poll behind `wakeOn`. */
+  round(signal: AbortSignal, polled: boolean): Promise<boolean | number>;
+  /** Also the poll behind `wakeOn` while it is not listening. */
   intervalMs: number;
-  wakeOn?: { db: Db; channel: string };
+  /**
+   * Rounds on NOTIFY. `pollMs` (default `intervalMs`): the poll while the LISTEN holds, when notifications bring
+   * the work and the poll only catches what none announced. A lost LISTEN wakes the worker, which polls every
+   * `intervalMs` and listens again at once, then at most every `intervalMs` while that fails.
+   */
+  wakeOn?: { db: Db; channel: string; pollMs?: number };
   /** Doubling from `baseMs` after each failed round. */
   backoff?: { baseMs: number; maxMs: number };
   /** For work a round started without waiting for (an HTTP delivery), which frees its slot later. */
@@ -40,36 +46,65 @@ export function startWorker(spec: WorkerSpec): Worker {
     woken = true;
     wake?.();
   };
-  // Ends early on nudge() when `wakeable`, and always on stop().
+  // Ends early on nudge() when `wakeable`, and always on stop(); resolves to true when its time ran out.
   const pause = (ms: number, wakeable: boolean) =>
-    new Promise<void>((resolve) => {
-      if (stopping || (wakeable && woken)) return resolve();
-      const timer = setTimeout(resolve, ms);
+    new Promise<boolean>((resolve) => {
+      if (stopping || (wakeable && woken)) return resolve(false);
+      const timer = setTimeout(() => resolve(true), ms);
       wake = () => {
         if (!wakeable && !stopping) return;
         clearTimeout(timer);
-        resolve();
+        resolve(false);
       };
     }).finally(() => {
       wake = undefined;
     });
 
-  const loop = async () => {
-    let unlisten: (() => Promise<void>) | undefined;
-    if (spec.wakeOn) {
+  // The LISTEN behind wakeOn: one attempt at a time, never awaited by a round (a connect can hang).
+  let unlisten: (() => Promise<void>) | undefined;
+  let listening = false;
+  let listenFailedAt = Number.NEGATIVE_INFINITY;
+  let listenAttempt: Promise<void> | undefined;
+  const listen = () => {
+    const wakeOn = spec.wakeOn;
+    if (!wakeOn || listening || listenAttempt || stopping || Date.now() - listenFailedAt < spec.intervalMs) return;
+    listenAttempt = (async () => {
+      await unlisten?.();
+      unlisten = undefined;
       try {
-        unlisten = await spec.wakeOn.db.listen(spec.wakeOn.channel, nudge);
+        unlisten = await wakeOn.db.listen(wakeOn.channel, nudge, () => {
+          listening = false;
+          nudge();
+        });
+        listening = true;
+        // A round now: what was committed while no LISTEN was in place was announced to nobody.
+        nudge();
       } catch (err) {
-        log.warn({ err, worker: spec.name }, "LISTEN failed; running on the timer only");
+        listenFailedAt = Date.now();
+        log.warn({ err, worker: spec.name }, "LISTEN failed; polling meanwhile");
       }
-    }
+    })().finally(() => {
+      listenAttempt = undefined;
+    });
+  };
+  const idleMs = () => (listening ? (spec.wakeOn?.pollMs ?? spec.intervalMs) : spec.intervalMs);
+
+  const loop = async () => {
+    // The first LISTEN before the first round, so that nothing committed after that round goes unheard.
+    listen();
+    await listenAttempt;
     let failures = 0;
+    // The last pause ran out; a notification that came as it did still makes the round a woken one.
+    let ranOut = false;
     try {
       while (!stopping) {
+        const polled = ranOut && !woken;
         woken = false;
+        ranOut = false;
+        listen();
         let more: boolean | number;
         try {
-          more = await spec.round(abort.signal);
+          more = await spec.round(abort.signal, polled);
           failures = 0;
         } catch (err) {
           if (stopping) break;
@@ -81,9 +116,10 @@ export function startWorker(spec: WorkerSpec): Worker {
           continue;
         }
         if (more === true) continue;
-        await pause(more === false ? spec.intervalMs : Math.max(0, Math.min(more, spec.intervalMs)), true);
+        ranOut = await pause(more === false ? idleMs() : Math.max(0, Math.min(more, idleMs())), true);
       }
     } finally {
+      await listenAttempt;
       await unlisten?.();
     }
   };

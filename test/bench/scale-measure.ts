@@ -221,7 +221,7 @@ export async function retentionPass(db: Db, retentionMs: number, maxMs: number):
   let cut = false;
   for (;;) {
     const t = performance.now();
-    const more = await worker.round(signal);
+    const more = await worker.round(signal, false);
     perStatement.push(performance.now() - t);
     if (more !== true) break;
     if (performance.now() - started > maxMs) {
