@@ -228,6 +228,9 @@ async function prepareSeededDatabase(
   }
   return withClient(url, async (client) => {
     await alignSeed(client);
+    // The seed or a day's write-back leaves gigabytes of dirty pages; written out now, not by a checkpoint running
+    // under either system's measures.
+    await client.query("CHECKPOINT");
     const record = (await readSeedRecord(baseUrl)) as SeedRecord;
     const now = await appliedMigrations(client);
     const newer = now.filter((m) => !record.migrations.includes(m));
