@@ -18,7 +18,7 @@ describe("startWorker", () => {
       intervalMs: 60_000,
       round: async (_signal, polled) => {
         rounds++;
-        polls.push(polled);
+        polls.push(polled === true);
         backlog = Math.max(0, backlog - 1);
         return backlog > 0;
       },

@@ -11,9 +11,10 @@ export type WorkerSpec = {
   /**
    * Resolves to true when more work is waiting now (the next round starts at once), to milliseconds when
    * work falls due sooner than `intervalMs`, else false. `signal` aborts when stop() gave up waiting.
-   * `polled`: the round started because the pause ran out, neither woken nor asked for by the last round.
+   * `polled`: the round started because the pause ran out, neither woken nor asked for by the last round (left
+   * out, as where a test runs a round itself: not a poll).
    */
-  round(signal: AbortSignal, polled: boolean): Promise<boolean | number>;
+  round(signal: AbortSignal, polled?: boolean): Promise<boolean | number>;
   /** Also the poll behind `wakeOn` while it is not listening. */
   intervalMs: number;
   /**

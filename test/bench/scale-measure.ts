@@ -136,6 +136,30 @@ export async function idleCpuPct(groups: readonly CpuGroup[], ms: number): Promi
   );
 }
 
+/** Postgres's buffer counters: the database's block reads and hits, and the server's buffers written by backends. */
+export type BufferCounters = { read: number; hit: number; backendWrites: number };
+
+export async function bufferCounters(client: pg.Client): Promise<BufferCounters> {
+  const { rows } = await client.query<{ read: string; hit: string; backend_writes: string }>(
+    `SELECT d.blks_read AS read, d.blks_hit AS hit, b.buffers_backend AS backend_writes
+       FROM pg_stat_database d, pg_stat_bgwriter b
+      WHERE d.datname = current_database()`,
+  );
+  const row = rows[0];
+  return { read: Number(row?.read), hit: Number(row?.hit), backendWrites: Number(row?.backend_writes) };
+}
+
+/** What the buffers did between two readings: blocks read from outside shared_buffers, % found in them, writes. */
+export function bufferDelta(before: BufferCounters, after: BufferCounters) {
+  const read = after.read - before.read;
+  const hit = after.hit - before.hit;
+  return {
+    read,
+    hitPct: (100 * hit) / Math.max(1, hit + read),
+    backendWrites: after.backendWrites - before.backendWrites,
+  };
+}
+
 /**
  * Runs `during` while a separate connection holds a REPEATABLE READ snapshot open (as a long
  * analytics query does): nothing deleted or updated after it began can be pruned or vacuumed
@@ -221,7 +245,7 @@ export async function retentionPass(db: Db, retentionMs: number, maxMs: number):
   let cut = false;
   for (;;) {
     const t = performance.now();
-    const more = await worker.round(signal, false);
+    const more = await worker.round(signal);
     perStatement.push(performance.now() - t);
     if (more !== true) break;
     if (performance.now() - started > maxMs) {
