@@ -136,20 +136,30 @@ export async function idleCpuPct(groups: readonly CpuGroup[], ms: number): Promi
   );
 }
 
-/** Postgres's buffer counters: the database's block reads and hits, and the server's buffers written by backends. */
-export type BufferCounters = { read: number; hit: number; backendWrites: number };
+/**
+ * Postgres's buffer and WAL counters: the database's block reads and hits, the server's buffers written by backends,
+ * and the WAL it wrote (full-page images: a page's first change after a checkpoint writes all of it).
+ */
+export type BufferCounters = { read: number; hit: number; backendWrites: number; walFpi: number; walBytes: number };
 
 export async function bufferCounters(client: pg.Client): Promise<BufferCounters> {
-  const { rows } = await client.query<{ read: string; hit: string; backend_writes: string }>(
-    `SELECT d.blks_read AS read, d.blks_hit AS hit, b.buffers_backend AS backend_writes
-       FROM pg_stat_database d, pg_stat_bgwriter b
+  const { rows } = await client.query<Record<keyof BufferCounters, string>>(
+    `SELECT d.blks_read AS "read", d.blks_hit AS hit, b.buffers_backend AS "backendWrites",
+            w.wal_fpi AS "walFpi", w.wal_bytes AS "walBytes"
+       FROM pg_stat_database d, pg_stat_bgwriter b, pg_stat_wal w
       WHERE d.datname = current_database()`,
   );
   const row = rows[0];
-  return { read: Number(row?.read), hit: Number(row?.hit), backendWrites: Number(row?.backend_writes) };
+  return {
+    read: Number(row?.read),
+    hit: Number(row?.hit),
+    backendWrites: Number(row?.backendWrites),
+    walFpi: Number(row?.walFpi),
+    walBytes: Number(row?.walBytes),
+  };
 }
 
-/** What the buffers did between two readings: blocks read from outside shared_buffers, % found in them, writes. */
+/** What the buffers and the WAL did between two readings. */
 export function bufferDelta(before: BufferCounters, after: BufferCounters) {
   const read = after.read - before.read;
   const hit = after.hit - before.hit;
@@ -157,6 +167,8 @@ export function bufferDelta(before: BufferCounters, after: BufferCounters) {
     read,
     hitPct: (100 * hit) / Math.max(1, hit + read),
     backendWrites: after.backendWrites - before.backendWrites,
+    walFpi: after.walFpi - before.walFpi,
+    walMiB: (after.walBytes - before.walBytes) / 2 ** 20,
   };
 }
 

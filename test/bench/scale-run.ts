@@ -11,6 +11,8 @@ import type { ChildServer } from "./child-server.js";
 import { systemNodeArgs } from "./env.js";
 import { type CpuGroup, findChildPids } from "./proc.js";
 import {
+  bufferCounters,
+  bufferDelta,
   idleCpuPct,
   postgresServerPids,
   RETENTION_DAYS,
@@ -56,6 +58,8 @@ export type SystemFigures = {
   /** Pages answered other than 200 (503: slower than the gateway's RPC deadline), by series. */
   failedPages: Record<string, number>;
   held: { claim: Summary; finishToDelivery: Summary };
+  /** Postgres's buffers over the latency series (the claim to the last page): no target, what explains them. */
+  buffers: ReturnType<typeof bufferDelta>;
   retention: RetentionSeries;
 };
 
@@ -106,6 +110,7 @@ export async function runSystem(run: SystemRun): Promise<SystemFigures> {
     await client.connect();
     try {
       progress(`${run.label}: the worker's claim`);
+      const buffersBefore = await bufferCounters(client);
       const claims = await sampleClaims(db, CLAIMS);
       progress(`${run.label}: finish-to-delivery x ${FINISHES}`);
       const f2d = await finishToDelivery(ok, receiver, { count: FINISHES });
@@ -133,6 +138,7 @@ export async function runSystem(run: SystemRun): Promise<SystemFigures> {
         ? await page(ok.signer, `/v1/webhooks/${ok.subscriptionId}/deliveries`, "newTenantLogPage")
         : logPage;
       const newReplaysPage = run.heavy ? await page(ok.signer, "/v1/replays", "newTenantReplaysPage") : replaysPage;
+      const buffers = bufferDelta(buffersBefore, await bufferCounters(client));
 
       progress(`${run.label}: the claim and finish-to-delivery while a snapshot is held ${HELD_MS / 1000} s`);
       const held = await withHeldSnapshot(databaseUrl, async () => {
@@ -167,6 +173,7 @@ export async function runSystem(run: SystemRun): Promise<SystemFigures> {
         newTenantReplaysPage: summarize(newReplaysPage),
         failedPages: failed,
         held,
+        buffers,
         retention,
       };
     } finally {
